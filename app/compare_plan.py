@@ -123,9 +123,8 @@ def side_plan(side: Side, text: str, loaded: LoadedConfig, wanted: RunFlags) -> 
         if choice.base_url is not None:
             engine = replace(engine, base_url=choice.base_url)
         system = plan.system if choice.system is None else (choice.system or None)
+        # format=json / format=FILE: the side's reply format, as /format sets it.
         params = side_params(plan.params, choice.settings)
-        if params.output_format is not None:
-            raise VibechatError("a comparison answers in plain text: drop the output format.")
         plan = replace(plan, engine=engine, params=params, system=system)
     except VibechatError as exc:
         return SidePlan(side, text, problem=str(exc))

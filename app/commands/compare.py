@@ -12,7 +12,9 @@ Text output: the two replies one after the other, each headed by its side and se
 ``--json``: one object, ``a`` and ``b`` (each like ``run --json``'s object, with ``differs``),
 and ``differs``. With ``--prompts-file``, one such object per line (``line``, ``id``). Both
 replies are saved as sibling replies of the one prompt (the conversation shows A's), each with
-its parameters. Exit status: 0 when both sides answered, 1 when either failed (its line said).
+its parameters. ``--image`` / ``--file`` attach files to the prompt, sent to both sides.
+Exit status: 0 when both sides answered, 1 when either failed (its line said), else 3 when a
+side's structured reply is not complete (as ``run``'s).
 
 Imports inside functions are deliberate: the backends, the model resolution and the prompt's
 reading load only when a comparison runs (``vibechat --help`` stays instant).
@@ -32,6 +34,9 @@ from vibechat.engine.chat.pairs import save_sibling
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.settings.config import LoadedConfig
+from vibechat.engine.settings.structured import OutputFormat
+from vibechat.engine.settings.think_switch import check_budget
+from vibechat.engine.turns.attachments import Attachment
 from vibechat.engine.turns.backend import (
     SIDES,
     Backend,
@@ -44,11 +49,13 @@ from vibechat.engine.turns.backend import (
 )
 
 from ..compare_plan import SidePlan, does_not_fit, side_plan, what_differs
-from ..report import RunResult, error_kind, error_object, json_stats
+from ..report import RunResult, error_kind, error_object, json_stats, structured_state
 from ..run_plan import RunFlags
 from .clitools import plain, safe_json
 
 EXIT_FAILED = 1
+# A structured reply (--json-schema / --grammar / a side's format) cut short, as run's.
+EXIT_INCOMPLETE = 3
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,8 @@ class CompareOptions:
     # --json-schema / --grammar: both sides' replies follow it.
     json_schema: str | None = None
     grammar: str | None = None
+    # --image / --file: attached to the prompt, sent to both sides (read before any load).
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass
@@ -89,15 +98,19 @@ class Engines:
             backend.close()
 
 
-# run's options that a comparison does not take (by parameter name), and their flags.
+# A new prompt: what a comparison answers.
+_NEW_PROMPT = "a comparison answers one new prompt"
+# Tools: a side that calls one ends asking for it (the pair), and no side runs the call yet.
+_NO_TOOLS = "a comparison's sides are offered no tools; compare without them, or run alone"
+# run's options that a comparison does not take (by parameter name): their flags and why.
 REFUSED = {
-    "continue_": "--continue",
-    "conversation": "--conversation",
-    "image": "--image",
-    "file": "--file",
-    "allow_tool": "--allow-tool",
-    "switch_model": "--switch-model",
-    "no_prefix_cache": "--no-prefix-cache",
+    "continue_": ("--continue", _NEW_PROMPT),
+    "conversation": ("--conversation", _NEW_PROMPT),
+    "allow_tool": ("--allow-tool", _NO_TOOLS),
+    "tool_choice": ("--tool-choice", _NO_TOOLS),
+    "mcp_config": ("--mcp-config", _NO_TOOLS),
+    "switch_model": ("--switch-model", _NEW_PROMPT),
+    "no_prefix_cache": ("--no-prefix-cache", _NEW_PROMPT),
 }
 
 
@@ -106,12 +119,21 @@ def compare_main(
 ) -> int:
     """``run --compare A B`` (with ``--prompts-file``: every line through both); ``given``:
     run's parameters by name (``prompt``: the prompt as given, words or ``--prompt``)."""
-    for name, flag in REFUSED.items():
+    for name, (flag, why) in REFUSED.items():
         if given.get(name):
-            raise VibechatError(
-                f"--compare and {flag} do not mix: a comparison answers one new prompt; drop "
-                f"{flag}."
-            )
+            raise VibechatError(f"--compare and {flag} do not mix: {why}; drop {flag}.")
+    from .run_input import read_attachments
+    from .run_result import JsonFailure
+
+    # Read and checked before any model loads (a bad one: one line, exit status 2, and
+    # --json's one object with the error, as run's).
+    attachments = read_attachments(
+        given.get("image"),
+        given.get("file"),
+        sys.stderr,
+        batch=bool(given.get("prompts_file")),
+        failure=JsonFailure(bool(given.get("json_output")), sys.stdout),
+    )
     options = CompareOptions(
         prompt=given.get("prompt"),
         prompts_file=given.get("prompts_file"),
@@ -120,6 +142,7 @@ def compare_main(
         raw=bool(given.get("raw")),
         json_schema=given.get("json_schema"),
         grammar=given.get("grammar"),
+        attachments=attachments,
     )
     return _compare(specs, loaded, wanted, options)
 
@@ -137,26 +160,29 @@ def _compare(
     if all(plan.plan is None for plan in sides):
         raise VibechatError("neither side of --compare can run (each one's problem is above).")
     prompts = _prompts(options)
-    engines = open_engines(sides)
+    # KV snapshots as run takes them (a later run --continue restores side A's), none for a
+    # prompts file's lines (as --prompts-file alone takes none).
+    engines = open_engines(sides, snapshots=options.prompts_file is None)
     history = None
     try:
         for side, (line, _kind) in engines.problems.items():
             _say(f"side {side}: {line}")
         if not options.no_save and any(p.plan and p.plan.saves(False, False) for p in sides):
             history = History().open()
-        failed = False
+        failed = cut = False
         for number, request_id, prompt, system in prompts:
             if isinstance(prompt, BatchLineError):
                 print(safe_json({"line": number, "error": str(prompt)}), flush=True)
                 failed = True
                 continue
-            outcomes = answer_both(engines, sides, prompt, system)
+            outcomes = answer_both(engines, sides, prompt, system, options.attachments)
             source = "run" if number is None else "batch"
-            conversation = _save(history, sides, engines, prompt, outcomes, source)
-            obj = compare_object(sides, engines, outcomes, conversation, options.raw)
+            saved = _save(history, sides, engines, (prompt, options.attachments), outcomes, source)
+            obj = compare_object(sides, engines, outcomes, saved, options.raw)
             failed |= any(o.error is not None for o in outcomes.values())
+            cut |= _cut_short(sides, engines, outcomes)
             _print(obj, sides, outcomes, options, number, request_id)
-        return EXIT_FAILED if failed else 0
+        return EXIT_FAILED if failed else EXIT_INCOMPLETE if cut else 0
     finally:
         engines.close()
         if history is not None:
@@ -165,16 +191,35 @@ def _compare(
 
 def _formatted(side: SidePlan, options: CompareOptions) -> SidePlan:
     """Side ``side`` with ``--json-schema`` / ``--grammar`` on its reply (checked for its own
-    engine, as ``run`` checks it); one that cannot take it has its line."""
-    if side.plan is None or (options.json_schema is None and options.grammar is None):
+    engine, as ``run`` checks it), else with its own ``format=`` checked so; one that cannot
+    take it has its line."""
+    if side.plan is None:
         return side
     from .run_args import structured_output
 
+    own = side.plan.params.output_format
     try:
-        fmt = structured_output(options.json_schema, options.grammar, side.plan.engine)
+        if options.json_schema is not None or options.grammar is not None:
+            fmt = structured_output(options.json_schema, options.grammar, side.plan.engine)
+            return replace(side, plan=side.plan.with_output_format(fmt))
+        if own is not None:
+            _check_format(own, side.plan.engine.remote)
     except VibechatError as exc:
         return replace(side, plan=None, problem=str(exc))
-    return replace(side, plan=side.plan.with_output_format(fmt))
+    return side
+
+
+def _check_format(fmt: OutputFormat, remote: bool) -> None:
+    """A side's own ``format=`` checked for its engine, as ``run``'s flags are: one line."""
+    try:
+        if remote:
+            fmt.check_remote()
+        else:
+            from vibechat.engine.llama.native import check_output_format
+
+            check_output_format(fmt)
+    except VibechatError as exc:
+        raise VibechatError(f"format: {exc}") from None
 
 
 def _say(line: str) -> None:
@@ -226,9 +271,10 @@ def _lines(stream: BinaryIO, source: str) -> Iterator[Prompt]:
             stream.close()
 
 
-def open_engines(sides: list[SidePlan]) -> Engines:
+def open_engines(sides: list[SidePlan], snapshots: bool = True) -> Engines:
     """The sides' backends, loaded: one for both when both run the same local model (it must
-    offer ``PairedReplies``), else one each, A's first."""
+    offer ``PairedReplies``), else one each, A's first. ``snapshots``: a local model takes
+    and uses KV snapshots as ``run``'s does (the pair keeps side A's)."""
     from ..backends import make_backend
     from ..progress import pull_with_progress
 
@@ -237,7 +283,7 @@ def open_engines(sides: list[SidePlan]) -> Engines:
     plans = [s.plan for s in live if s.plan is not None]
     if len(plans) == 2 and plans[0].engine == plans[1].engine and not plans[0].engine.remote:
         try:
-            backend = make_backend(plans[0].engine, pull=pull_with_progress, kv_snapshots=False)
+            backend = make_backend(plans[0].engine, pull=pull_with_progress, kv_snapshots=snapshots)
             info = backend.load()
         except VibechatError as exc:
             for side in live:
@@ -252,7 +298,7 @@ def open_engines(sides: list[SidePlan]) -> Engines:
     for side in live:
         assert side.plan is not None
         try:
-            one = make_backend(side.plan.engine, pull=pull_with_progress, kv_snapshots=False)
+            one = make_backend(side.plan.engine, pull=pull_with_progress, kv_snapshots=snapshots)
         except VibechatError as exc:
             engines.problems[side.side] = (str(exc), error_kind(exc))
             continue
@@ -272,20 +318,46 @@ def open_engines(sides: list[SidePlan]) -> Engines:
     return engines
 
 
-def _messages(side: SidePlan, prompt: str, system: str | None) -> tuple[ChatMessage, ...]:
+def _messages(
+    side: SidePlan, prompt: str, system: str | None, attachments: tuple[Attachment, ...] = ()
+) -> tuple[ChatMessage, ...]:
     """What side ``side`` sends: its system prompt (the line's, when a prompts file gives one;
-    "" none) and the prompt."""
+    "" none) and the prompt, with its attachments (text files inlined, as run sends them)."""
     assert side.plan is not None
     system = side.plan.system if system is None else (system or None)
     head = (ChatMessage("system", system),) if system else ()
-    return (*head, ChatMessage("user", prompt))
+    return (*head, ChatMessage("user", prompt, attachments=attachments).inlined())
+
+
+def _refused(
+    side: SidePlan, info: ModelInfo | None, attachments: tuple[Attachment, ...]
+) -> Outcome | None:
+    """Why side ``side``'s loaded model cannot take this prompt, before it is asked (None: it
+    can): images for a model that takes none, a thinking budget beyond its context."""
+    assert side.plan is not None
+    if info is None:
+        return None
+    if any(a.is_image for a in attachments) and not info.takes_images:
+        from vibechat.engine.chat.session import NO_IMAGES, ImagesNotTaken
+
+        return Outcome(error=NO_IMAGES, kind=error_kind(ImagesNotTaken(NO_IMAGES)))
+    try:
+        check_budget(side.plan.params.think_budget, info.context_size or 0)
+    except VibechatError as exc:
+        return Outcome(error=str(exc), kind=error_kind(exc))
+    return None
 
 
 def answer_both(
-    engines: Engines, sides: list[SidePlan], prompt: str, system: str | None
+    engines: Engines,
+    sides: list[SidePlan],
+    prompt: str,
+    system: str | None,
+    attachments: tuple[Attachment, ...] = (),
 ) -> dict[Side, Outcome]:
-    """Both sides' answers to ``prompt``: at once in one context (``engines.paired``), else in
-    two threads; a side that cannot run has its line."""
+    """Both sides' answers to ``prompt`` (with ``attachments``): at once in one context
+    (``engines.paired``), else in two threads; a side that cannot run has its line, and the
+    other answers alone."""
     outcomes: dict[Side, Outcome] = {}
     for side in sides:
         if side.plan is None:
@@ -293,15 +365,18 @@ def answer_both(
         elif side.side in engines.problems:
             line, kind = engines.problems[side.side]
             outcomes[side.side] = Outcome(error=line, kind=kind)
+        elif (refused := _refused(side, engines.infos.get(side.side), attachments)) is not None:
+            outcomes[side.side] = refused
+            _say(f"side {side.side}: {refused.error}")
     running = [s for s in sides if s.side not in outcomes]
     if engines.paired and len(running) == 2:
-        outcomes.update(_paired(engines, running, prompt, system))
+        outcomes.update(_paired(engines, running, (prompt, system, attachments)))
         return outcomes
     threads = []
     for side in running:
         outcome = outcomes[side.side] = Outcome()
         backend = engines.backends[side.side]
-        job = _one_reply(backend, side, _messages(side, prompt, system), outcome)
+        job = _one_reply(backend, side, _messages(side, prompt, system, attachments), outcome)
         threads.append(threading.Thread(target=job, name=f"vibechat-compare-{side.side}"))
     for thread in threads:
         thread.start()
@@ -332,16 +407,19 @@ def _one_reply(
     return run
 
 
-def _paired(
-    engines: Engines, sides: list[SidePlan], prompt: str, system: str | None
-) -> dict[Side, Outcome]:
+# What both sides are sent: the prompt, the system prompt (None: each side's own) and the
+# attachments.
+Sent = tuple[str, str | None, tuple[Attachment, ...]]
+
+
+def _paired(engines: Engines, sides: list[SidePlan], sent: Sent) -> dict[Side, Outcome]:
     """Both replies from one backend at once (``PairedReplies``)."""
     backend = engines.backends["A"]
     assert isinstance(backend, PairedReplies)
     requests = []
     for side in sides:
         assert side.plan is not None
-        requests.append(SideRequest(_messages(side, prompt, system), side.plan.params))
+        requests.append(SideRequest(_messages(side, *sent), side.plan.params))
     outcomes = {side.side: Outcome() for side in sides}
     try:
         for item in backend.stream_pair(requests[0], requests[1]):
@@ -359,14 +437,16 @@ def _save(
     history: History | None,
     sides: list[SidePlan],
     engines: Engines,
-    prompt: str,
+    asked: tuple[str, tuple[Attachment, ...]],
     outcomes: dict[Side, Outcome],
     source: str,
 ) -> int | None:
-    """The prompt and both replies in the history: one conversation (``source``: ``run``, or
+    """The prompt (``asked``: its text and attachments) and both replies in the history: one
+    conversation (``source``: ``run``, or
     ``batch`` for a prompts file's line), the replies siblings under the prompt, each with its
     parameters and stats; the conversation shows A's (the first that answered). None: not
     saved."""
+    prompt, attachments = asked
     answered = [s for s in sides if outcomes[s.side].done is not None]
     if history is None or not answered:
         return None
@@ -381,7 +461,9 @@ def _save(
         params=first.plan.params,
         source=source,
     )
-    user = history.add_message(conversation, "user", prompt, parent_id=None)
+    user = history.add_message(
+        conversation, "user", prompt, parent_id=None, attachments=attachments
+    )
     rows = []
     for side in answered:
         done = outcomes[side.side].done
@@ -389,6 +471,23 @@ def _save(
         rows.append(save_sibling(history, conversation, user, done))
     history.set_leaf(conversation, rows[0])
     return conversation
+
+
+def _cut_short(sides: list[SidePlan], engines: Engines, outcomes: dict[Side, Outcome]) -> bool:
+    """Whether a side's structured reply is not complete (cut by a limit, ended early, not
+    what was asked): one stderr line for each, as ``run`` says it (exit status 3)."""
+    from .run_result import incomplete_line
+
+    cut = False
+    for side in sides:
+        done, info = outcomes[side.side].done, engines.infos.get(side.side)
+        if done is None or info is None or side.plan is None:
+            continue
+        line = incomplete_line(done.params or side.plan.params, done.stats, info, done.text)
+        if line is not None:
+            _say(f"side {side.side}: {line}")
+            cut = True
+    return cut
 
 
 def compare_object(
@@ -416,6 +515,9 @@ def compare_object(
             params=params,
             finish_reason=done.finish_reason if done is not None else None,
             stats=json_stats(done.stats) if done is not None else None,
+            structured=structured_state(params, done.text, done.stats)
+            if done is not None and params is not None
+            else None,
             error=error_object(outcome.error, outcome.kind, EXIT_FAILED)
             if outcome.error is not None
             else None,

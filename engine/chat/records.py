@@ -215,8 +215,8 @@ class StoredConversation:
         return (siblings.index(message_id) + 1, len(siblings))
 
     def to_dict(self) -> dict[str, Any]:
-        """The branch on screen as ``messages`` (as before the tree), and every message of
-        every branch as ``tree`` with its ``parent_id``."""
+        """The branch on screen as ``messages`` (as before the tree), every message of every
+        branch as ``tree`` with its ``parent_id``, and the picks of its comparisons."""
         return {
             **self.summary.to_dict(),
             "model_path": self.model_path,
@@ -225,6 +225,11 @@ class StoredConversation:
             "leaf_id": self.leaf_id,
             "messages": [m.to_dict() for m in self.messages],
             "tree": [m.to_dict() for m in (self.tree or self.messages)],
+            # The picks of its comparisons (both replies' ids, the side chosen), oldest first.
+            "picks": [
+                {"a_message_id": p.a_message_id, "b_message_id": p.b_message_id, "winner": p.winner}
+                for p in self.picks
+            ],
         }
 
     def replaced_by(self, summary: StoredMessage) -> str:

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from conftest import VIBECHAT_BIN
-from openai_stub import refused_url
+from openai_stub import image_parts, refused_url
 from vibechat.app.compare_plan import parse_side
 from vibechat.engine.errors import VibechatError
 
@@ -136,6 +136,90 @@ def test_compare_refuses_what_it_does_not_take(stub, tmp_path):
     assert "--compare and --continue do not mix" in out.stderr
 
 
+def test_compare_refuses_tools_in_one_line_saying_why(stub, tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}}))
+    for flags in (("--allow-tool", "builtin.time"), ("--mcp-config", str(config))):
+        out = vibechat("run", "--compare", "temperature=0", "temperature=1", "-p", "Hi", *flags)
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        (line,) = out.stderr.splitlines()
+        said = f"--compare and {flags[0]} do not mix: a comparison's sides are offered no tools"
+        assert said in line, line
+
+
+def chat_bodies(stub) -> list[dict]:
+    return [r["body"] for r in stub.requests if r["path"].endswith("/chat/completions")]
+
+
+def test_image_and_file_are_attached_to_the_prompt_both_sides_are_sent(stub, tmp_path):
+    from PIL import Image
+
+    stub.reply = "A green dot, and a note."
+    picture = tmp_path / "dot.png"
+    Image.new("RGB", (12, 8), (10, 200, 30)).save(picture, "PNG")
+    note = tmp_path / "note.txt"
+    note.write_text("The secret word is heliotrope.\n")
+    a = f"base-url={stub.url},model=stub-small,temperature=0.2"
+    b = f"base-url={stub.url},model=stub-small,temperature=0.9"
+    args = ("--image", str(picture), "--file", str(note), "-p", "What is here?", "--json")
+    out = vibechat("run", "--compare", a, b, *args)
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["a"]["text"] == obj["b"]["text"] == "A green dot, and a note."
+    bodies = chat_bodies(stub)
+    assert len(bodies) == 2
+    for body in bodies:
+        assert len(image_parts(body)) == 1
+        assert "heliotrope" in json.dumps(body["messages"][-1])
+    conversation = shown(obj["a"]["conversation_id"])
+    (prompt,) = [m for m in conversation["tree"] if m["role"] == "user"]
+    assert sorted(a["kind"] for a in prompt["attachments"]) == ["file", "image"]
+
+
+def test_a_bad_attachment_is_one_line_and_nothing_is_sent(stub, tmp_path):
+    a = f"base-url={stub.url},model=stub-small"
+    missing = str(tmp_path / "nowhere.png")
+    out = vibechat("run", "--compare", a, a, "--image", missing, "-p", "Hi")
+    assert out.returncode == 2
+    assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr
+    assert out.stdout == ""
+    # --json: its one object, with the error, as run's.
+    out = vibechat("run", "--compare", a, a, "--image", missing, "-p", "Hi", "--json")
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1
+    error = json.loads(out.stdout)["error"]
+    assert error["exit_status"] == 2 and "nowhere.png" in error["message"]
+    assert chat_bodies(stub) == []
+
+
+def test_a_sides_own_format_asks_json_of_that_side_only(stub):
+    stub.reply = '{"answer": "yes"}'
+    a = f"base-url={stub.url},model=stub-small,temperature=0,format=json"
+    b = f"base-url={stub.url},model=stub-small,temperature=1"
+    out = vibechat("run", "--compare", a, b, "-p", "Is it?", "--json", "--no-save")
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["a"]["structured_output"] == "complete"
+    assert "structured_output" not in obj["b"]
+    assert obj["differs"]["output_format"]["b"] is None
+    formats = {body["temperature"]: body.get("response_format") for body in chat_bodies(stub)}
+    assert formats[0.0] is not None and formats[1.0] is None
+
+
+def test_a_structured_reply_cut_short_exits_3_as_run_does(stub):
+    # The stub cuts its reply at max_tokens words (finish_reason "length").
+    stub.reply = '{"answer": "yes, it is, as far as I know"}'
+    a = f"base-url={stub.url},model=stub-small,temperature=0,format=json,max_tokens=2"
+    b = f"base-url={stub.url},model=stub-small,temperature=1"
+    out = vibechat("run", "--compare", a, b, "-p", "Is it?", "--json", "--no-save")
+    assert out.returncode == 3, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("vibechat: side A: the reply hit the 2-token limit"), line
+    obj = json.loads(out.stdout)
+    assert obj["a"]["structured_output"] == "incomplete"
+    assert obj["a"]["finish_reason"] == "length" and "error" not in obj["a"]
+    assert obj["b"]["text"] == stub.reply
+
+
 def test_a_prompts_file_runs_every_line_through_both_sides(stub, tmp_path):
     stub.reply = "Yes."
     prompts = tmp_path / "prompts.jsonl"
@@ -242,3 +326,74 @@ def test_a_missing_local_model_is_one_line_and_the_starter_answers(starter_insta
     result = json.loads(out.stdout)
     assert result["a"]["text"].strip() and result["paired"] is False
     assert "nowhere.gguf" in result["b"]["error"]["message"]
+
+
+@pytest.mark.model
+def test_a_thinking_budget_too_big_for_one_side_fails_only_that_side(
+    starter_installed, monkeypatch
+):
+    monkeypatch.setenv("VIBECHAT_CONTEXT_SIZE", "2048")
+    out = vibechat(
+        "run",
+        "--compare",
+        "temperature=0,max_tokens=6,think_budget=100000",
+        "temperature=0,max_tokens=6",
+        "-p",
+        "Say hi.",
+        "--json",
+        "--no-save",
+    )
+    assert out.returncode == 1
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("vibechat: side A: think budget 100,000 is beyond"), line
+    obj = json.loads(out.stdout)
+    assert "2,048" in obj["a"]["error"]["message"] and obj["a"]["text"] == ""
+    assert "error" not in obj["b"] and obj["b"]["finish_reason"] in ("stop", "length")
+
+
+@pytest.mark.model
+def test_an_image_to_the_starter_is_one_line_for_each_side(starter_installed, tmp_path):
+    from PIL import Image
+
+    picture = tmp_path / "dot.png"
+    Image.new("RGB", (12, 8), (10, 200, 30)).save(picture, "PNG")
+    args = ("--image", str(picture), "-p", "What is this?", "--json")
+    out = vibechat("run", "--compare", "temperature=0", "temperature=1", *args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert [line[:17] for line in lines] == ["vibechat: side A:", "vibechat: side B:"], lines
+    assert all("takes no images" in line and "--mmproj" in line for line in lines)
+    obj = json.loads(out.stdout)
+    assert obj["a"]["conversation_id"] is None and obj["b"]["text"] == ""
+
+
+# Over 256 tokens (the least a KV snapshot is kept of: engine/llama/kv_snapshots.py).
+STORY = (
+    "Here is a short history of Rome, to read before the question that follows it. "
+    "Rome began as a small settlement of farmers and shepherds on hills beside the river "
+    "Tiber, grew into a city ruled by kings, then a republic governed by elected consuls and "
+    "a senate of its leading families, and finally an empire that stretched from Britain to "
+    "Egypt and from Spain to the borders of Persia. "
+) * 4
+
+
+@pytest.mark.model
+def test_run_continue_after_a_compare_restores_side_as_snapshot(starter_installed, monkeypatch):
+    monkeypatch.setenv("VIBECHAT_CONTEXT_SIZE", "2048")
+    out = vibechat(
+        "run",
+        "--compare",
+        "temperature=0,max_tokens=8",
+        "temperature=1.0,seed=3,max_tokens=8",
+        "-p",
+        STORY + "Who founded Rome?",
+        "--json",
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["paired"] is True
+    again = vibechat("run", "--continue", "-p", "And then?", "-t", "0", "-n", "4", "--json")
+    assert again.returncode == 0, again.stderr
+    stats = json.loads(again.stdout)["stats"]
+    # Side A's prompt and reply came back from its snapshot instead of being evaluated.
+    assert stats["restored_tokens"] > 256, stats
+    assert stats["prompt_tokens_evaluated"] == stats["prompt_tokens"] - stats["restored_tokens"]

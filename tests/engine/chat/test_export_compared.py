@@ -70,3 +70,17 @@ def test_history_export_shows_both_sides(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "side A (temperature 0.2, top-k 40) · on the branch" in out.stdout
     assert "Lyon, maybe." in out.stdout
+
+
+def test_the_json_export_carries_the_picks(history: History):
+    cid, a, b = compared(history, "chat")
+    assert history.get(cid).to_dict()["picks"] == []
+    history.record_pick(
+        conversation_id=cid,
+        a_message_id=a,
+        b_message_id=b,
+        winner="B",
+        differs={"temperature": {"a": 0.2, "b": 1.2}},
+    )
+    picks = history.get(cid).to_dict()["picks"]
+    assert picks == [{"a_message_id": a, "b_message_id": b, "winner": "B"}]
