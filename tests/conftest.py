@@ -25,6 +25,31 @@ for _folder in sorted({p.parent for p in Path(__file__).resolve().parent.rglob("
         sys.path.append(str(_folder))
 
 
+def _count_fixed_costs() -> None:
+    """With ``VIBECHAT_TEST_COUNTS=path`` set, count the suite's fixed costs into ``path`` (model
+    loads, engine processes, ``vibechat`` processes, per test: tests/counting/sitecustomize.py):
+    in this process, and in every Python process the tests start (the folder on PYTHONPATH).
+    Opt-in, for measuring; without the variable nothing changes. The path travels on as
+    ``TESTS_COUNTS_FILE``: ``user_dirs`` clears every ``VIBECHAT_*`` variable for each test."""
+    path = os.environ.get("VIBECHAT_TEST_COUNTS")
+    if not path:
+        return
+    import importlib.util
+
+    os.environ["TESTS_COUNTS_FILE"] = str(Path(path).resolve())
+    folder = Path(__file__).resolve().parent / "counting"
+    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    spec = importlib.util.spec_from_file_location(
+        "vibechat_test_counts", folder / "sitecustomize.py"
+    )
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+_count_fixed_costs()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile vibechat's own modules once, before any test starts a ``vibechat`` process.
     An installed package has its bytecode written at install time; this editable checkout has

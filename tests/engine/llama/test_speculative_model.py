@@ -146,9 +146,12 @@ def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(plain_backend):
 
 
 # ------------------------------------------------------------------ a draft model
-@pytest.mark.model
-def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path, plain_backend):
-    drafted = LlamaCppBackend(
+@pytest.fixture(scope="module")
+def self_drafted_loaded(starter_path):
+    """The starter drafting for itself (prompt lookup, 4 drafts), loaded once for the module's
+    tests that use these settings (two models loaded: the target and its draft), and the load's
+    ModelInfo. ``prompt-lookup`` keeps no measured policy from reply to reply."""
+    backend = LlamaCppBackend(
         LlamaCppOptions(
             threads=worker_threads(),
             model_path=starter_path,
@@ -160,37 +163,56 @@ def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_pa
             draft_model_path=starter_path,
         )
     )
-    backend = drafted
     try:
-        info = backend.load()
-        assert info.speculative == "prompt-lookup" and info.draft_model and info.draft_model_bytes
-        # greedy, a short context: the same reply as plain decoding, every draft kept
-        short = [ChatMessage("user", "List three colours.")]
-        _, first = collect(backend, short, SamplingParams(temperature=0, max_tokens=30))
-        plain_backend.reset()
-        _, plain = collect(plain_backend, short, SamplingParams(temperature=0, max_tokens=30))
-        assert first.text == plain.text and first.stats.drafted_tokens > 0
-        # the same model drafts the same tokens: all kept, but for a draft the reply's end cut short
-        assert first.stats.accepted_draft_tokens >= first.stats.drafted_tokens - 4
-        backend.reset()
-        deltas, reply = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=60))
-        st = reply.stats
-        assert st.completion_tokens == 60 and "".join(deltas) == reply.text
-        assert st.drafted_tokens > 20 and st.accepted_draft_tokens > st.drafted_tokens // 2
-        # a second turn: the draft's KV cache follows the conversation (rejected drafts dropped)
-        turn2 = [
-            *REWRITE,
-            ChatMessage("assistant", reply.text),
-            ChatMessage("user", "Now rename total to result."),
-        ]
-        _, second = collect(backend, turn2, SamplingParams(temperature=0, max_tokens=30))
-        assert second.stats.completion_tokens == 30 and second.stats.accepted_draft_tokens > 0
+        yield backend, backend.load()
     finally:
         backend.close()
 
 
+@pytest.fixture
+def self_drafted(self_drafted_loaded):
+    """The module's self-drafting backend with both KV caches emptied (``reset`` clears the
+    target's and the draft's: kv_cache.py; test_llamacpp_backend.py's
+    test_turn_two_evaluates_only_new_tokens_and_reset_evaluates_all proves a reset turn evaluates
+    its whole prompt), so each test starts from a fresh context as a new load would."""
+    backend, _info = self_drafted_loaded
+    backend.reset()
+    return backend
+
+
 @pytest.mark.model
-def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_path, monkeypatch):
+def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(
+    self_drafted_loaded, self_drafted, plain_backend
+):
+    backend = self_drafted
+    info = self_drafted_loaded[1]
+    assert info.speculative == "prompt-lookup" and info.draft_model and info.draft_model_bytes
+    # greedy, a short context: the same reply as plain decoding, every draft kept
+    short = [ChatMessage("user", "List three colours.")]
+    _, first = collect(backend, short, SamplingParams(temperature=0, max_tokens=30))
+    assert first.stats.prompt_tokens_evaluated == first.stats.prompt_tokens  # a fresh context
+    plain_backend.reset()
+    _, plain = collect(plain_backend, short, SamplingParams(temperature=0, max_tokens=30))
+    assert first.text == plain.text and first.stats.drafted_tokens > 0
+    # the same model drafts the same tokens: all kept, but for a draft the reply's end cut short
+    assert first.stats.accepted_draft_tokens >= first.stats.drafted_tokens - 4
+    backend.reset()
+    deltas, reply = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=60))
+    st = reply.stats
+    assert st.completion_tokens == 60 and "".join(deltas) == reply.text
+    assert st.drafted_tokens > 20 and st.accepted_draft_tokens > st.drafted_tokens // 2
+    # a second turn: the draft's KV cache follows the conversation (rejected drafts dropped)
+    turn2 = [
+        *REWRITE,
+        ChatMessage("assistant", reply.text),
+        ChatMessage("user", "Now rename total to result."),
+    ]
+    _, second = collect(backend, turn2, SamplingParams(temperature=0, max_tokens=30))
+    assert second.stats.completion_tokens == 30 and second.stats.accepted_draft_tokens > 0
+
+
+@pytest.mark.model
+def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(self_drafted, monkeypatch):
     import types
 
     import llama_cpp
@@ -208,28 +230,10 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
     )
     proxy.llama_decode = decode
     monkeypatch.setattr(drafting, "ll", proxy)
-    backend = LlamaCppBackend(
-        LlamaCppOptions(
-            threads=worker_threads(),
-            model_path=starter_path,
-            context_size=2048,
-            repack="off",
-            prompt_format=GEMMA,
-            speculative="prompt-lookup",
-            draft_tokens=4,
-            draft_model_path=starter_path,
-        )
-    )
-    try:
-        backend.load()
-        _, reply = collect(
-            backend,
-            [ChatMessage("user", "List three colours.")],
-            SamplingParams(temperature=0, max_tokens=30),
-        )
-    finally:
-        backend.close()
+    short = [ChatMessage("user", "List three colours.")]
+    _, reply = collect(self_drafted, short, SamplingParams(temperature=0, max_tokens=30))
     st = reply.stats
+    assert st.prompt_tokens_evaluated == st.prompt_tokens  # a fresh context: all evaluated
     assert st.accepted_draft_tokens >= st.drafted_tokens - 4 > 0  # the same model: its drafts kept
     assert sum(decodes) == len(decodes) + st.drafted_tokens
     # every token but the last was decoded once, in the batch it came from: after k kept drafts the
