@@ -26,7 +26,7 @@ from ..conversation.assistant_message import AssistantMessage
 from ..conversation.compare_view import CompareColumn
 from ..conversation.pacing import RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
-from .compare_work import CompareHost, PairWork, Running
+from .compare_work import CompareHost, PairWork, Running, stats_line
 
 
 class Comparing(Protocol):
@@ -158,7 +158,7 @@ class SideTools:
         stream = run.streams[side]
         await stream.settle_thinking(done)
         await stream.finish(done.text)
-        stream.widget.set_status(done.stats.finish_reason)
+        stream.widget.set_status(stats_line(done))
         run.continuing = None
         if self.host.session.finish_reply(run.turn, done):
             self.host.chats.changed()

@@ -284,3 +284,15 @@ class PairWork:
                 "(model:NAME) or a server (base-url=URL)."
             )
         return backend
+
+
+def stats_line(done: GenerationDone) -> str:
+    """A side's end in its column: tokens, speed, time to first token, and how it ended."""
+    stats = done.stats
+    end = {"cancelled": " · ⏹ stopped", "length": " · cut at the token limit"}.get(
+        stats.finish_reason, ""
+    )
+    return (
+        f"{stats.completion_tokens} tokens · {stats.decode_tokens_per_s:.1f} tok/s · "
+        f"TTFT {stats.ttft_ms / 1000:.2f} s{end}"
+    )

@@ -45,7 +45,7 @@ from ..conversation.compare_view import CompareView
 from ..conversation.pacing import RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
 from .compare_tools import SideTools
-from .compare_work import Armed, CompareHost, PairWork, Running
+from .compare_work import Armed, CompareHost, PairWork, Running, stats_line
 from .events import CompareEvent, CompareFailed, CompareText
 
 if TYPE_CHECKING:
@@ -317,7 +317,7 @@ class Comparisons:
         await stream.settle_thinking(done)
         await stream.finish(done.text)
         run.dones[side] = done
-        stream.widget.set_status(_stats_line(done))
+        stream.widget.set_status(stats_line(done))
         if side == "A":
             if self.host.session.finish_reply(run.turn, done):
                 self.host.chats.changed()
@@ -506,15 +506,3 @@ class Comparisons:
     def active(self) -> bool:
         """A comparison is running."""
         return self.running is not None
-
-
-def _stats_line(done: GenerationDone) -> str:
-    """A side's end in its column: tokens, speed, time to first token, and how it ended."""
-    stats = done.stats
-    end = {"cancelled": " · ⏹ stopped", "length": " · cut at the token limit"}.get(
-        stats.finish_reason, ""
-    )
-    return (
-        f"{stats.completion_tokens} tokens · {stats.decode_tokens_per_s:.1f} tok/s · "
-        f"TTFT {stats.ttft_ms / 1000:.2f} s{end}"
-    )

@@ -160,3 +160,45 @@ async def test_both_sides_calling_get_two_questions_one_after_the_other(tmp_path
             ]
         # Back on A's branch: the conversation goes on from A's continuation.
         assert branch(app, app.session.chat.leaf) == branch(app, run.rows["A"])
+
+
+async def test_stopping_at_a_sides_question_stops_its_round_and_the_rounds_to_come(tmp_path: Path):
+    backend, box = PairedFake(), Box()
+    backend.side_calls = {
+        "A": (ToolCall("a1", "clock", "{}"),),
+        "B": (ToolCall("b1", "clock", "{}"),),
+    }
+    app = make(tmp_path, backend, box)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "A's question")
+        asked = len(backend.requests)
+        # The chat's stop (Esc in the chat, the palette's Stop) while A's question is up: its
+        # call is not run even on a yes, and B's round does not follow.
+        app.replies.stop()
+        await answer(pilot, "ctrl+y")
+        await settle(pilot)
+        assert box.ran == [] and len(backend.requests) == asked
+        assert not isinstance(app.screen, ToolApprovalScreen)
+        assert app.comparisons.pending is not None and not app.state.generating
+
+
+async def test_a_pick_after_a_sides_round_opens_its_branch_with_the_continuation(tmp_path: Path):
+    backend, box = PairedFake(), Box()
+    backend.side_calls = {"B": (ToolCall("b1", "clock", "{}"),)}
+    app = make(tmp_path, backend, box)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        await answer(pilot, "ctrl+y")
+        await settle(pilot)
+        run = app.comparisons.pending
+        assert run is not None
+        app.comparisons.pick_column(run.order.index("B"))
+        await wait_for(pilot, lambda: app.session.chat.leaf != run.rows["A"], "B's branch opened")
+        await settle(pilot)
+        assert branch(app, app.session.chat.leaf)[-3:] == [
+            ("assistant", ("b1",)),
+            ("tool", ()),
+            ("assistant", ()),
+        ]
