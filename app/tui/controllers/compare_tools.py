@@ -118,7 +118,10 @@ class SideTools:
         try:
             stored = history.get(conversation_id, through=row)
         except VibechatError as exc:
-            self.host.notify(f"Side {side}'s tool calls are not run: {exc}", severity="error")
+            self.host.notify(
+                f"Side {side}'s branch could not be read (its tool calls are not run): {exc}",
+                severity="error",
+            )
             return False
         session.open(ChatLog.from_stored(stored, history))
         self._moved = side != "A"
