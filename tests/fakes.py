@@ -235,11 +235,14 @@ class LensBackend(RecordingBackend):
 class PairedFake(RecordingBackend):
     """A recording double that also answers two at once (``PairedReplies``): side A says
     ``reply``, side B ``reply_b``, a word of each per step (``gate``: each step waits for it).
-    Every pair's two requests are recorded in ``pairs``; ``cancel_side`` stops one side."""
+    Every pair's two requests are recorded in ``pairs``; ``cancel_side`` stops one side.
+    ``side_calls``: the tool calls a side offered tools ends with (its text said first); a
+    side's continuation after its round is a plain ``stream_chat`` (``reply``)."""
 
     def __init__(self, reply: str = "alpha words here", reply_b: str = "beta words there") -> None:
         super().__init__(reply)
         self.reply_b = reply_b
+        self.side_calls: dict[str, tuple] = {}
         self.pairs: list[tuple[SideRequest, SideRequest]] = []
         self.side_stops: set[str] = set()
 
@@ -262,15 +265,22 @@ class PairedFake(RecordingBackend):
                 stopped = self._cancel.is_set() or side in self.side_stops
                 if stopped or len(out[side]) == len(words[side]):
                     live.remove(side)
+                    calls = (
+                        () if stopped or not requests[side].tools else self.side_calls.get(side, ())
+                    )
+                    finish = "cancelled" if stopped else "tool_calls" if calls else "stop"
                     stats = GenerationStats(
                         completion_tokens=len(out[side]),
                         ttft_ms=30.0,
                         decode_tokens_per_s=40.0,
-                        finish_reason="cancelled" if stopped else "stop",
+                        finish_reason=finish,
                         seed=7,
                     )
                     done = GenerationDone(
-                        "".join(out[side]), stats, requests[side].params.with_seed()
+                        "".join(out[side]),
+                        stats,
+                        requests[side].params.with_seed(),
+                        tool_calls=tuple(calls),
                     )
                     yield SideEvent(side, done)
                     continue

@@ -47,7 +47,7 @@ def save_sibling(
     done: GenerationDone,
 ) -> int:
     """A compared reply saved under ``parent_id`` (the prompt; its other side is a sibling),
-    with its parameters, stats and thinking. Its row."""
+    with its parameters, stats, thinking and the tool calls it asks for. Its row."""
     row = history.add_message(
         conversation_id,
         "assistant",
@@ -57,7 +57,11 @@ def save_sibling(
         parent_id=parent_id,
     )
     history.update_message(
-        row, done.text, stats=done.stats.to_dict(), thinking=done.thinking or None
+        row,
+        done.text,
+        stats=done.stats.to_dict(),
+        thinking=done.thinking or None,
+        tool_calls=done.tool_calls or None,
     )
     return row
 
@@ -99,7 +103,8 @@ def stream_pair(
         if not session.is_current(turn.generation) or turn.settled:
             return dones
         session.backend.load()
-        events = backend.stream_pair(SideRequest(tuple(turn.messages), turn.params), b)
+        a = SideRequest(tuple(turn.messages), turn.params, turn.tools, turn.tool_choice)
+        events = backend.stream_pair(a, b)
         try:
             for item in events:
                 event = item.event

@@ -120,6 +120,11 @@ class Running:
     b_backend: Backend | None = None
     # Side B's text so far (saved as stopped if the chat leaves it).
     b_parts: list[str] = field(default_factory=list)
+    # The sides whose tool rounds are still to run (A first), the side continuing after its
+    # round (``turn`` is then its continuation), and whether Esc stopped the comparison.
+    rounds: list[Side] = field(default_factory=list)
+    continuing: Side | None = None
+    stopped: bool = False
 
     @property
     def ended(self) -> bool:
@@ -139,7 +144,7 @@ class PairWork:
         if isinstance(event, TextDelta):
             if event.tokens:
                 stream.count_tokens(event.tokens)
-            if side == "B":
+            if side == "B" and run.continuing is None:
                 run.b_parts.append(event.text)
             if stream.put(event.text):
                 post(CompareText(run.generation, side))
@@ -175,24 +180,25 @@ class PairWork:
                 )
                 self.host.post_message(CompareEvent(run.generation, side, done))
 
-    def side_a(self, run: Running) -> None:
-        """In a worker: side A as a plain reply of the session."""
+    def side_a(self, run: Running, side: Side = "A") -> None:
+        """In a worker: side A as a plain reply of the session (or side ``side``'s
+        continuation after its tool round: ``run.turn``, on its branch)."""
         session, post = self.host.session, self.host.post_message
         try:
             done = session.stream(
                 run.turn,
-                lambda text: self.feed(run, "A", TextDelta(text)),
-                on_event=lambda ev: self.feed(run, "A", ev),
-                on_tokens=run.streams["A"].count_tokens,
+                lambda text: self.feed(run, side, TextDelta(text)),
+                on_event=lambda ev: self.feed(run, side, ev),
+                on_tokens=run.streams[side].count_tokens,
             )
         except VibechatError as exc:
-            post(CompareFailed(run.generation, "A", str(exc)))
+            post(CompareFailed(run.generation, side, str(exc)))
             return
         except Exception as exc:
-            log.exception("side A of a comparison failed")
-            post(CompareFailed(run.generation, "A", f"unexpected error while generating: {exc}"))
+            log.exception("side %s of a comparison failed", side)
+            post(CompareFailed(run.generation, side, f"unexpected error while generating: {exc}"))
             return
-        post(CompareEvent(run.generation, "A", done))
+        post(CompareEvent(run.generation, side, done))
 
     def side_b(self, run: Running) -> None:
         """In a worker: side B on a backend of its own (loaded here), closed when it ends."""
@@ -206,7 +212,10 @@ class PairWork:
         done: GenerationDone | None = None
         try:
             backend.load()
-            events = backend.stream_chat(list(run.b_request.messages), run.b_request.params)
+            request = run.b_request
+            events = backend.stream_chat(
+                list(request.messages), request.params, request.tools, request.tool_choice
+            )
             try:
                 for event in events:
                     if isinstance(event, GenerationDone):
@@ -275,3 +284,15 @@ class PairWork:
                 "(model:NAME) or a server (base-url=URL)."
             )
         return backend
+
+
+def stats_line(done: GenerationDone) -> str:
+    """A side's end in its column: tokens, speed, time to first token, and how it ended."""
+    stats = done.stats
+    end = {"cancelled": " · ⏹ stopped", "length": " · cut at the token limit"}.get(
+        stats.finish_reason, ""
+    )
+    return (
+        f"{stats.completion_tokens} tokens · {stats.decode_tokens_per_s:.1f} tok/s · "
+        f"TTFT {stats.ttft_ms / 1000:.2f} s{end}"
+    )

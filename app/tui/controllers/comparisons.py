@@ -44,7 +44,8 @@ from ..conversation.assistant_message import AssistantMessage
 from ..conversation.compare_view import CompareView
 from ..conversation.pacing import RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
-from .compare_work import Armed, CompareHost, PairWork, Running
+from .compare_tools import SideTools
+from .compare_work import Armed, CompareHost, PairWork, Running, stats_line
 from .events import CompareEvent, CompareFailed, CompareText
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class Comparisons:
         self.host = host
         # What runs in the workers (compare_work.py).
         self.work = PairWork(host)
+        # The sides' tool rounds and continuations (compare_tools.py).
+        self.side_tools = SideTools(self)
         # Armed for the next prompt (``arm`` sets it, and the status bar's words).
         self.armed: Armed | None = None
         # The last sides asked for (``/compare again`` alone runs them).
@@ -111,18 +114,8 @@ class Comparisons:
         self.arm(armed)
         self.host.notify(
             f"Compare armed: the next prompt is answered twice, {armed.describe()}. "
-            f"/compare off disarms.{self._no_tools()}",
+            "/compare off disarms.",
             timeout=6,
-        )
-
-    def _no_tools(self) -> str:
-        """Said when tools are on offer: a comparison's sides are offered none (yet)."""
-        tools, _ = self.host.tool_rounds.offer()
-        if not tools:
-            return ""
-        return (
-            " Its two sides are offered no tools: a comparison runs none (/compare off for a "
-            "reply that may call them)."
         )
 
     def arm(self, armed: Armed | None) -> None:
@@ -209,13 +202,18 @@ class Comparisons:
     async def start(self, armed: Armed) -> None:
         """Both replies to the conversation's last prompt, side by side."""
         host, session = self.host, self.host.session
+        # Both sides are offered the tools: a reply begun before they are listed waits.
+        if host.tool_rounds.when_listed(lambda: self.start(armed)):
+            return
         self.last = armed
         prompt_row = session.chat.leaf
-        turn = session.begin_reply(armed.a.params)
+        host.tool_rounds.new_prompt()
+        tools, choice = host.tool_rounds.offer()
+        turn = session.begin_reply(armed.a.params, tools=tools, tool_choice=choice)
         conversation = session.conversation
         b_messages = pairs.with_system(turn.messages, conversation, armed.b.system)
         turn.messages[:] = pairs.with_system(turn.messages, conversation, armed.a.system)
-        b_request = SideRequest(tuple(b_messages), armed.b.params.with_seed())
+        b_request = SideRequest(tuple(b_messages), armed.b.params.with_seed(), tools, choice)
         order: tuple[Side, Side] = ("A", "B")
         if armed.blind and random.random() < 0.5:
             order = ("B", "A")
@@ -310,13 +308,16 @@ class Comparisons:
     async def _end_side(self, run: Running, side: Side, done: GenerationDone) -> None:
         """Side ``side`` ended: its text settles, its stats show in its column, and it is saved
         (A as the session's reply, B as its sibling)."""
+        if run.continuing == side:
+            await self.side_tools.continued(run, side, done)
+            return
         if side in run.dones or side in run.errors:
             return
         stream = run.streams[side]
         await stream.settle_thinking(done)
         await stream.finish(done.text)
         run.dones[side] = done
-        stream.widget.set_status(_stats_line(done))
+        stream.widget.set_status(stats_line(done))
         if side == "A":
             if self.host.session.finish_reply(run.turn, done):
                 self.host.chats.changed()
@@ -343,6 +344,9 @@ class Comparisons:
         if run is None or message.side not in SIDES:
             return
         side: Side = "A" if message.side == "A" else "B"
+        if run.continuing == side:
+            await self.side_tools.continuation_failed(run, side, message.error)
+            return
         if side in run.dones or side in run.errors:
             return
         run.errors[side] = message.error
@@ -354,7 +358,13 @@ class Comparisons:
             self._all_ended(run)
 
     def _all_ended(self, run: Running) -> None:
-        """Both sides ended: the chat is at rest, and the view waits for a pick."""
+        """Both sides ended: the tool calls they ask for are answered first, side by side
+        (compare_tools.py), then the chat is at rest."""
+        if not self.side_tools.begin(run):
+            self.at_rest(run)
+
+    def at_rest(self, run: Running) -> None:
+        """The comparison is over: the chat is at rest, and the view waits for a pick."""
         state = self.host.state
         self.running = None
         state.generating = False
@@ -470,6 +480,9 @@ class Comparisons:
     def stop(self) -> None:
         """Esc: both sides stop (the session's cancel stops A, or the pair)."""
         run = self.running
+        if run is not None:
+            # No side's tool round follows.
+            run.stopped = True
         if run is not None and run.b_backend is not None:
             run.b_backend.cancel()
 
@@ -493,15 +506,3 @@ class Comparisons:
     def active(self) -> bool:
         """A comparison is running."""
         return self.running is not None
-
-
-def _stats_line(done: GenerationDone) -> str:
-    """A side's end in its column: tokens, speed, time to first token, and how it ended."""
-    stats = done.stats
-    end = {"cancelled": " · ⏹ stopped", "length": " · cut at the token limit"}.get(
-        stats.finish_reason, ""
-    )
-    return (
-        f"{stats.completion_tokens} tokens · {stats.decode_tokens_per_s:.1f} tok/s · "
-        f"TTFT {stats.ttft_ms / 1000:.2f} s{end}"
-    )

@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from textual.widget import Widget
+
 from vibechat.engine.chat.tool_turns import (
     DENIED,
     NOT_RUN_ARGUMENTS,
@@ -85,6 +87,11 @@ class ToolRounds:
         self._block: ToolCallBlock | None = None
         self._stopped = False
         self._cancel = threading.Event()
+        # A comparison's side's round: who asks (``Side A``), where its blocks go, and what
+        # follows the round in place of the chat's next reply.
+        self._asker: str | None = None
+        self._into: Callable[[Widget], Awaitable[Widget]] | None = None
+        self._then: Callable[[bool], Awaitable[None]] | None = None
         # The conversation the policy's "this conversation" is.
         self._policy_for: int | None = None
         # The model (its path) the user was told calls no tools.
@@ -168,12 +175,23 @@ class ToolRounds:
         return self.specs, round_choice(self.round, self.rounds, "auto")
 
     # ------------------------------------------------------------- a round
-    def take_over(self, done: GenerationDone) -> bool:
+    def take_over(
+        self,
+        done: GenerationDone,
+        *,
+        asker: str | None = None,
+        into: Callable[[Widget], Awaitable[Widget]] | None = None,
+        then: Callable[[bool], Awaitable[None]] | None = None,
+    ) -> bool:
         """The reply just settled asks for ``done.tool_calls``: answer them, then the next
-        reply. False when there is nothing to answer."""
+        reply. False when there is nothing to answer. A comparison's side (``asker``: ``Side
+        A``, named in the question) puts its blocks ``into`` its column, and ``then(stopped)``
+        follows the round (its continuation, or its end when Esc stopped it) in place of the
+        chat's next reply."""
         if not done.tool_calls or self.toolbox is None or self.round >= self.rounds:
             # Calls past the last round: a server that did not take "none".
             return False
+        self._asker, self._into, self._then = asker, into, then
         self.active, self._stopped = True, False
         self._calls, self._index = list(done.tool_calls), 0
         self._generation = self.host.session.generation
@@ -197,7 +215,8 @@ class ToolRounds:
         call = self._calls[self._index]
         spec = self._spec(call)
         block = ToolCallBlock(call, tool_label(call, spec))
-        self._block = await self.host.chat.add(block)
+        self._block = block
+        await (self._into or self.host.chat.add)(block)
         if self._stopped:
             self._settle(ToolResult(NOT_RUN_STOPPED, True), "⏹ not run: stopped", "stopped")
             return
@@ -231,7 +250,7 @@ class ToolRounds:
         block.set_status("waiting for your yes…")
         generation = self._generation
         self.host.push_screen(
-            ToolApprovalScreen(call, spec),
+            ToolApprovalScreen(call, spec, self._asker),
             lambda answer: self._answered(generation, call, spec, answer),
         )
 
@@ -326,8 +345,13 @@ class ToolRounds:
         state = self.host.state
         state.generating = False
         state.status = state.at_rest
+        then, self._then, self._into, self._asker = self._then, None, None, None
         if self._stopped:
             self.host.prompt_input.unqueue()
+        if then is not None:
+            await then(self._stopped)
+            return
+        if self._stopped:
             return
         await self.host.replies.start()
 

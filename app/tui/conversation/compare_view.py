@@ -60,6 +60,11 @@ class CompareColumn(Vertical):
         yield self.head
         yield self.reply
 
+    async def add(self, widget: Widget) -> Widget:
+        """``widget`` below what the column shows (a side's tool call, its continuation)."""
+        await self.mount(widget)
+        return widget
+
 
 class CompareView(Widget, can_focus=True):
     """Two replies side by side (see the module docstring). ``heads``: each column's header;

@@ -85,17 +85,20 @@ class ToolApprovalScreen(QuestionScreen[str]):
         Binding("escape", "answer('deny')", "Deny", id="approval.deny"),
     ]
 
-    def __init__(self, call: ToolCall, spec: ToolSpec) -> None:
+    def __init__(self, call: ToolCall, spec: ToolSpec, asker: str | None = None) -> None:
+        """``asker``: who asks, when not the model of a plain reply (``Side A`` of a
+        comparison: "Side A asks to run …")."""
         super().__init__()
         self.call = call
         self.spec = spec
+        self.asker = asker
 
     def compose(self) -> ComposeResult:
         spec = self.spec
         where = f"MCP server {spec.server}" if spec.server else "built into vibechat"
         with Vertical():
             yield Static(
-                outside.block(f"The model wants to run {spec.qualified} ({where})", limit=300),
+                outside.block(f"{self._who()} {spec.qualified} ({where})", limit=300),
                 classes="approval--title",
             )
             if spec.description:
@@ -115,6 +118,9 @@ class ToolApprovalScreen(QuestionScreen[str]):
                 ),
                 classes="approval--keys",
             )
+
+    def _who(self) -> str:
+        return f"{self.asker} asks to run" if self.asker else "The model wants to run"
 
     def action_answer(self, answer: str) -> None:
         self.dismiss(answer)

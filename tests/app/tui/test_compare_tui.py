@@ -339,32 +339,6 @@ async def test_the_flip_key_works_from_the_input_and_the_status_bar_says_what_is
         assert binding.key == "ctrl+backslash"
 
 
-async def test_with_tools_on_offer_arming_says_the_sides_are_offered_none(tmp_path: Path):
-    from vibechat.engine.tools.approval import ToolApproval
-    from vibechat.engine.turns.tool_calls import ToolSpec
-
-    class Box:
-        def specs(self):
-            return [ToolSpec("clock", "What time it is", server="time", tool="now")]
-
-    backend = PairedFake()
-    app = create_app(
-        backend,
-        blink=False,
-        history=History(tmp_path / "h.db"),
-        tools=Box(),
-        tool_policy=ToolApproval(always=()),
-    )
-    async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await settle(pilot)
-        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
-        await send(pilot, "/compare temperature=1.2")
-        assert any("Its two sides are offered no tools" in n for n in notices(app))
-        await send(pilot, "question")
-        ((a, b),) = backend.pairs
-        assert a.tools == () and b.tools == ()
-
-
 async def test_an_image_attached_to_the_prompt_goes_to_both_sides_of_the_pair(tmp_path: Path):
     """With the chat's own vision model, both sides of the pair get the prompt's image (the
     engine encodes it once for both)."""
