@@ -54,6 +54,11 @@ def title(app) -> str:
     return " ".join(str(w.render()) for w in app.screen.query(".approval--title"))
 
 
+def asking(app) -> bool:
+    """A tool question is up and drawn (its title composed: the screen is pushed before)."""
+    return isinstance(app.screen, ToolApprovalScreen) and bool(title(app))
+
+
 def column(app, side_index: int):
     view = list(app.chat.query(CompareView))[-1]
     return view.columns[side_index]
@@ -80,7 +85,7 @@ async def test_side_a_asks_by_name_and_a_denial_runs_nothing(tmp_path: Path):
     app = make(tmp_path, backend, box)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
-        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        await wait_for(pilot, lambda: asking(app), "the question")
         # Both sides were offered the tools.
         ((a, b),) = backend.pairs
         assert a.tools == (CLOCK,) and b.tools == (CLOCK,)
@@ -101,7 +106,7 @@ async def test_an_approved_call_runs_and_its_side_continues_on_its_branch(tmp_pa
     app = make(tmp_path, backend, box)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
-        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        await wait_for(pilot, lambda: asking(app), "the question")
         assert "Side B asks to run time/now" in title(app) and box.ran == []
         await answer(pilot, "ctrl+y")
         await settle(pilot)
@@ -135,13 +140,13 @@ async def test_both_sides_calling_get_two_questions_one_after_the_other(tmp_path
     app = make(tmp_path, backend, box)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
-        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "A's question")
+        await wait_for(pilot, lambda: asking(app), "A's question")
         first = app.screen
         assert "Side A asks" in title(app)
         await answer(pilot, "ctrl+y")
         await wait_for(
             pilot,
-            lambda: isinstance(app.screen, ToolApprovalScreen) and app.screen is not first,
+            lambda: asking(app) and app.screen is not first,
             "B's question",
         )
         # B asks once A's round and continuation are over.
@@ -171,7 +176,7 @@ async def test_stopping_at_a_sides_question_stops_its_round_and_the_rounds_to_co
     app = make(tmp_path, backend, box)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
-        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "A's question")
+        await wait_for(pilot, lambda: asking(app), "A's question")
         asked = len(backend.requests)
         # The chat's stop (Esc in the chat, the palette's Stop) while A's question is up: its
         # call is not run even on a yes, and B's round does not follow.
@@ -189,7 +194,7 @@ async def test_a_pick_after_a_sides_round_opens_its_branch_with_the_continuation
     app = make(tmp_path, backend, box)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
-        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        await wait_for(pilot, lambda: asking(app), "the question")
         await answer(pilot, "ctrl+y")
         await settle(pilot)
         run = app.comparisons.pending
