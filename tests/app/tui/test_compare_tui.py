@@ -383,7 +383,13 @@ async def test_the_palettes_compare_dialog_arms_the_next_prompt(tmp_path: Path):
                 "the palette to find the command",
             )
             await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, CompareSetupScreen), "the dialog")
+            await wait_for(
+                pilot,
+                lambda: (
+                    isinstance(app.screen, CompareSetupScreen) and app.screen.focused is not None
+                ),
+                "the dialog, its input focused",
+            )
 
         await open_dialog()
         await pilot.press(*"top_k=80")
