@@ -5,29 +5,17 @@ starter model (both sides decoded at once in one context); the replies saved as 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+from functools import partial
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from helpers import vibechat as run_vibechat
 from openai_stub import image_parts, refused_url
 from vibechat.app.compare_plan import parse_side
 from vibechat.engine.errors import VibechatError
 
-
-def vibechat(
-    *args: str, input: str | None = None, timeout: float = 240
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        env={**os.environ},
-    )
+# A comparison may load two sides: longer than one run before a hang is assumed.
+vibechat = partial(run_vibechat, timeout=240)
 
 
 def shown(cid: int) -> dict:

@@ -14,25 +14,13 @@ import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint, same_start
 from fakes import RecordingBackend
+from helpers import vibechat
 from test_cli_run import rambling  # noqa: F401 - a fixture: the starter in Gemma's turn format
 from vibechat.app.commands.batch import BatchOptions, run_batch
 from vibechat.engine.chat.batch import BatchLineError, BatchRequest, parse_line, read_requests
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
-
-
-def vibechat(
-    *args: str, input: str | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-    )
 
 
 def jsonl(*objects: object) -> str:
