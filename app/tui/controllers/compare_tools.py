@@ -14,6 +14,7 @@ and it says so.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from vibechat.engine.chat import pairs
@@ -83,10 +84,11 @@ class SideTools:
             return
         if run.stopped or not run.rounds:
             run.rounds = []
-            self._ended(run)
+            await self._ended(run)
             return
         side = run.rounds.pop(0)
-        if not self._on_branch(run, side):
+        if not await self._on_branch(run, side) or run.stopped:
+            # Not on its branch (said), or stopped while its branch was read.
             await self._next(run)
             return
         rounds = self.host.tool_rounds
@@ -102,9 +104,9 @@ class SideTools:
         if not taken:
             await self._next(run)
 
-    def _on_branch(self, run: Running, side: Side) -> bool:
-        """The session on side ``side``'s branch (the newest one through its reply); False
-        (said) when it cannot be."""
+    async def _on_branch(self, run: Running, side: Side) -> bool:
+        """The session on side ``side``'s branch (the newest one through its reply, read from
+        the history in a thread, off the event loop); False (said) when it cannot be."""
         history, session = self.host.history, self.host.session
         row = run.rows.get(side)
         if row is None and side == "A":
@@ -116,12 +118,15 @@ class SideTools:
         if history is None or conversation_id is None or row is None:
             return False
         try:
-            stored = history.get(conversation_id, through=row)
+            stored = await asyncio.to_thread(history.get, conversation_id, through=row)
         except VibechatError as exc:
             self.host.notify(
                 f"Side {side}'s branch could not be read (its tool calls are not run): {exc}",
                 severity="error",
             )
+            return False
+        if self.comparisons.running is not run:
+            # Left while it was read (a new chat, another conversation): the session is theirs.
             return False
         session.open(ChatLog.from_stored(stored, history))
         self._moved = side != "A"
@@ -132,7 +137,7 @@ class SideTools:
         after Esc: the rounds to come are not run either)."""
         run.stopped |= stopped
         if self.comparisons.running is not run or run.stopped:
-            self._ended(run)
+            await self._ended(run)
             return
         host, session = self.host, self.host.session
         tools, choice = host.tool_rounds.offer()
@@ -183,10 +188,11 @@ class SideTools:
             self.host.chats.changed()
         await self._next(run)
 
-    def _ended(self, run: Running) -> None:
+    async def _ended(self, run: Running) -> None:
         """Every round is over: the session back on A's branch, the chat at rest."""
         if self.comparisons.running is not run:
             return
         if self._moved:
-            self._on_branch(run, "A")
-        self.comparisons.at_rest(run)
+            await self._on_branch(run, "A")
+        if self.comparisons.running is run:
+            self.comparisons.at_rest(run)

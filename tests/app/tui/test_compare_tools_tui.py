@@ -7,6 +7,7 @@ box stands in for engine/tools (as in test_tool_calls_tui.py)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from fakes import PairedFake, send, settle
@@ -104,7 +105,17 @@ async def test_an_approved_call_runs_and_its_side_continues_on_its_branch(tmp_pa
     backend, box = PairedFake(), Box()
     backend.side_calls = {"B": (ToolCall("b1", "clock", "{}"),)}
     app = make(tmp_path, backend, box)
+    # Where the history's branches are read: never on the event loop's thread.
+    readers: list[str] = []
+    get = app.history.get
+
+    def recorded_get(*args, **kwargs):
+        readers.append(threading.current_thread().name)
+        return get(*args, **kwargs)
+
+    app.history.get = recorded_get
     async with app.run_test(size=SIZE) as pilot:
+        loop_thread = threading.current_thread().name
         await start(pilot)
         await wait_for(pilot, lambda: asking(app), "the question")
         assert "Side B asks to run time/now" in title(app) and box.ran == []
@@ -118,6 +129,9 @@ async def test_an_approved_call_runs_and_its_side_continues_on_its_branch(tmp_pa
         sent = [m.role for m in backend.requests[-1][0]]
         assert sent[-3:] == ["user", "assistant", "tool"]
         assert backend.requests[-1][1].temperature == 1.2
+        # B's branch was read to run its round, and A's to go back to: off the event loop.
+        assert len(readers) >= 2 and loop_thread not in readers, readers
+        app.history.get = get
         # Saved: B's reply with its call, the result and the continuation on B's branch; A's
         # branch untouched, and the chat goes on from A.
         run = app.comparisons.pending
