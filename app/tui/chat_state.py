@@ -75,6 +75,12 @@ class _Field(Generic[T]):
             state.changed.publish(self.name)
 
 
+def context_after(stats: GenerationStats) -> int:
+    """The tokens the conversation holds after a reply with ``stats``, as the next prompt will
+    be: its prompt and its reply, the reply's thinking left out (it is not sent back)."""
+    return stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
+
+
 class ChatState:
     """See the module docstring. The fields keep the names the status bar shows them by
     (``status`` is the bar's ``state``: what the engine is doing)."""

@@ -39,7 +39,7 @@ from vibechat.engine.turns.backend import (
 
 from ...compare_plan import chat_side
 from ...report import reading_line
-from ..chat_state import LiveReply
+from ..chat_state import LiveReply, context_after
 from ..conversation.assistant_message import AssistantMessage
 from ..conversation.compare_view import CompareView
 from ..conversation.pacing import RenderPacer, ui_budget
@@ -373,6 +373,8 @@ class Comparisons:
         done = run.dones.get("A")
         if done is not None:
             state.last, state.stats = done, done.stats
+            # The conversation goes on from A until a pick: the meter counts A's reply.
+            state.context_used = context_after(done.stats)
         if len(run.dones) == 2 and "A" in run.rows and "B" in run.rows:
             self.pending = run
             self.host.notify(

@@ -53,7 +53,7 @@ from vibechat.engine.turns.backend import (
 
 from ...appconfig import chat_settings
 from ...report import reading_line, structured_note
-from ..chat_state import ChatState, LiveReply
+from ..chat_state import ChatState, LiveReply, context_after
 from ..conversation.assistant_message import AssistantMessage
 from ..conversation.attachment_view import UserMessage
 from ..conversation.messages import ChatMessageWidget
@@ -444,7 +444,7 @@ class Replies:
         state.live = None
         state.thought = bool(done.thinking)
         state.stats = stats
-        state.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
+        state.context_used = context_after(stats)
         stopped = stats.finish_reason == "cancelled"
         if stopped:
             stream.widget.set_status("⏹ stopped", "stopped")

@@ -64,6 +64,8 @@ async def test_compare_answers_the_next_prompt_twice_side_by_side_and_saves_both
         heads = [str(c.head.render()) for c in view.columns]
         assert heads[0].startswith("A") and "temperature=1.2" in heads[1]
         assert "tok/s" in str(view.replies[1].status_shown)
+        # The context meter counts A's reply, which the conversation goes on from.
+        assert app.state.context_used == len("alpha words here".split()) > 0
         # The next prompt is answered once again, and goes on from A (said).
         await send(pilot, "and then?")
         assert len(backend.requests) == 1
