@@ -25,6 +25,8 @@ from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 SIZE = (120, 36)
 CLOCK = ToolSpec("clock", "What time it is", server="time", tool="now")
+# Each side ends asking for the clock.
+BOTH_CALL = {"A": (ToolCall("a1", "clock", "{}"),), "B": (ToolCall("b1", "clock", "{}"),)}
 
 
 class Box:
@@ -147,10 +149,7 @@ async def test_an_approved_call_runs_and_its_side_continues_on_its_branch(tmp_pa
 
 async def test_both_sides_calling_get_two_questions_one_after_the_other(tmp_path: Path):
     backend, box = PairedFake(), Box()
-    backend.side_calls = {
-        "A": (ToolCall("a1", "clock", "{}"),),
-        "B": (ToolCall("b1", "clock", "{}"),),
-    }
+    backend.side_calls = BOTH_CALL
     app = make(tmp_path, backend, box)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
@@ -183,10 +182,7 @@ async def test_both_sides_calling_get_two_questions_one_after_the_other(tmp_path
 
 async def test_stopping_at_a_sides_question_stops_its_round_and_the_rounds_to_come(tmp_path: Path):
     backend, box = PairedFake(), Box()
-    backend.side_calls = {
-        "A": (ToolCall("a1", "clock", "{}"),),
-        "B": (ToolCall("b1", "clock", "{}"),),
-    }
+    backend.side_calls = BOTH_CALL
     app = make(tmp_path, backend, box)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)

@@ -38,6 +38,15 @@ async def compared(pilot, spec: str = "temperature=1.2", prompt: str = "question
     return view
 
 
+async def gated_comparison(pilot) -> None:
+    """A comparison armed and its prompt sent to a gated backend: the view is up, its replies
+    held at the gate."""
+    await settle(pilot)
+    await send(pilot, "/compare temperature=1.2")
+    await send(pilot, "question", wait=False)
+    await wait_for(pilot, lambda: view_of(pilot.app) is not None, "the view")
+
+
 def replies_of_prompt(history: History) -> list:
     stored = history.get(history.latest().id)
     prompt = next(m for m in stored.messages if m.role == "user")
@@ -159,10 +168,7 @@ async def test_esc_stops_both_sides_and_a_key_stops_one_alone(tmp_path: Path):
     backend.gate = threading.Event()
     app = create_app(backend, blink=False, history=history)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await send(pilot, "/compare temperature=1.2")
-        await send(pilot, "question", wait=False)
-        await wait_for(pilot, lambda: view_of(app) is not None, "the view")
+        await gated_comparison(pilot)
         view = view_of(app)
         view.focus()
         await pilot.pause()
@@ -298,10 +304,7 @@ async def test_the_palettes_pick_b_and_stop_entries_act_on_the_comparison(tmp_pa
     backend.gate = threading.Event()
     app = create_app(backend, blink=False, history=history)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await send(pilot, "/compare temperature=1.2")
-        await send(pilot, "question", wait=False)
-        await wait_for(pilot, lambda: view_of(app) is not None, "the view")
+        await gated_comparison(pilot)
         await app.run_action("compare_stop(0)")
         assert backend.side_stops == {"A"}
         backend.gate.set()
