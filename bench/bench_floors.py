@@ -4,7 +4,9 @@ target can be read against the least that any chat built on them reaches here.
 
 - **First frame** (a 120x40 pseudo-terminal, until the footer is drawn): ``python -c pass`` (the
   interpreter), a bare Textual app holding a ``Static``, a ``TextArea`` and a ``Footer`` (the
-  smallest screen a chat has), and ``vibechat --no-save`` (``bench_chat.one_round``).
+  smallest screen a chat has), the same app opened by a Typer command line with a few options
+  (the design card makes Typer the chat's command line: its import and parse come before any
+  first frame a vibechat draws), and ``vibechat --no-save`` (``bench_chat.one_round``).
 - **Model ready**: llama.cpp alone in a fresh process, timed from its start: llama-cpp-python's
   ctypes bindings (without the package's high-level half, as the engine imports them), the starter
   loaded with the library's default model parameters, and its context created as the chat
@@ -63,6 +65,39 @@ BARE_APP = textwrap.dedent("""
             yield Footer()
 
     Bare().run()
+""")
+
+# The same bare app opened by a Typer command line, as `vibechat` opens the chat: the design card
+# makes Typer the chat's command line, so its import and parse come before any first frame a
+# vibechat can draw. A handful of options, as a chat's flags (the chat declares ~40).
+BARE_CLI_APP = textwrap.dedent("""
+    from typing import Optional
+
+    import typer
+
+    cli = typer.Typer(add_completion=False)
+
+    @cli.callback(invoke_without_command=True)
+    def main(
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="a model"),
+        temperature: Optional[float] = typer.Option(None, "--temperature", "-t", help="t"),
+        top_k: Optional[int] = typer.Option(None, "--top-k", help="k"),
+        no_save: bool = typer.Option(False, "--no-save", help="no history"),
+    ) -> None:
+        from textual.app import App
+        from textual.widgets import Footer, Static, TextArea
+
+        class Bare(App):
+            BINDINGS = [("ctrl+p", "command_palette", "palette")]
+
+            def compose(self):
+                yield Static("a chat")
+                yield TextArea()
+                yield Footer()
+
+        Bare().run()
+
+    cli()
 """)
 
 # llama.cpp alone: the bindings (not the package's __init__, which imports the high-level Llama,
@@ -248,15 +283,17 @@ def main() -> None:
     if not (args.skip_frames and args.skip_load):
         one_round(exe)  # page cache and bytecode warm, as bench_chat's own warm-up round
         pty_until([sys.executable, "-c", BARE_APP], FIRST_FRAME)
+        pty_until([sys.executable, "-c", BARE_CLI_APP], FIRST_FRAME)
         load_only(*load_args)
         for r in range(args.rounds):
             line = f"  round {r + 1}:"
             if not args.skip_frames:
                 note("python", pty_until([sys.executable, "-c", "print('up')"], re.compile(rb"up")))
                 note("bare_frame", pty_until([sys.executable, "-c", BARE_APP], FIRST_FRAME))
+                note("cli_frame", pty_until([sys.executable, "-c", BARE_CLI_APP], FIRST_FRAME))
                 line += (
                     f" python -c {fig['python'][-1]:.3f} s | bare Textual first frame "
-                    f"{fig['bare_frame'][-1]:.3f} s |"
+                    f"{fig['bare_frame'][-1]:.3f} s, behind Typer {fig['cli_frame'][-1]:.3f} s |"
                 )
             if not args.skip_load:
                 note("load_only", load_only(*load_args))
@@ -307,6 +344,14 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     rows = [
         ("first frame, s", "first_frame", "bare_frame", "a bare Textual app", "chat_frame", 3),
+        (
+            "first frame, s",
+            "first_frame",
+            "cli_frame",
+            "the bare app behind a Typer command line",
+            "chat_frame",
+            3,
+        ),
         ("model ready, s", "model_ready", "load_only", "llama.cpp alone", "chat_ready", 3),
         (
             "worst event-loop gap, ms",
