@@ -134,12 +134,14 @@ def make_remote_backend(engine: EngineSettings) -> Backend:
     )
 
 
-def same_server(engine: EngineSettings, info: ModelInfo) -> Backend | None:
-    """A second backend to the server model ``info`` describes, with its own connection (a
-    comparison's side B on the chat's server: the two requests run in parallel); None when
-    ``info`` is a local model. The server's address is the chat's as given (``engine``'s, with
-    what the shown one leaves out), else the one ``info`` names; the API key comes from the
-    environment as the chat's did."""
+def same_server(
+    engine: EngineSettings, info: ModelInfo, model: str | None = None
+) -> Backend | None:
+    """A second backend to the server model ``info`` describes (or to the same server's
+    ``model``), with its own connection (a comparison's side B on the chat's server: the two
+    requests run in parallel); None when ``info`` is a local model. The server's address is the
+    chat's as given (``engine``'s, with what the shown one leaves out), else the one ``info``
+    names; the API key comes from the environment as the chat's did."""
     from vibechat.engine.remote.options import api_root
 
     if not info.server:
@@ -147,4 +149,6 @@ def same_server(engine: EngineSettings, info: ModelInfo) -> Backend | None:
     root = (engine.base_url if engine.remote else None) or api_root(info)
     if root is None:
         return None
-    return make_remote_backend(replace(engine, backend="openai", base_url=root, model=info.name))
+    return make_remote_backend(
+        replace(engine, backend="openai", base_url=root, model=model or info.name)
+    )

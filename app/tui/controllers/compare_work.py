@@ -255,6 +255,9 @@ class PairWork:
             )
         if side.model is None:
             return self._same_server()
+        if self._on_server() and not _local_file(side.model):
+            # A server chat's model:NAME is the server's model NAME, as /model lists them there.
+            return self._same_server(side.model)
         if factory is None:
             raise VibechatError("this chat cannot load a second model.")
         from vibechat.engine.models.resolve import resolve_model
@@ -266,9 +269,15 @@ class PairWork:
             raise VibechatError(too_big)
         return backend
 
-    def _same_server(self) -> Backend:
-        """Side B on the chat's own server model, its own connection (the two requests in
-        parallel); refused in one line on a local engine that answers one reply at a time."""
+    def _on_server(self) -> bool:
+        """The chat talks to a server (its model is a server's)."""
+        info = self.host.session.info
+        return info is not None and bool(info.server)
+
+    def _same_server(self, model: str | None = None) -> Backend:
+        """Side B on the chat's own server, its own connection (the two requests in parallel):
+        the chat's model, or the server's ``model``; refused in one line on a local engine that
+        answers one reply at a time."""
         from vibechat.engine.settings.knobs import EngineSettings
 
         from ...backends import same_server
@@ -277,13 +286,21 @@ class PairWork:
         backend = None
         if info is not None:
             engine = EngineSettings.from_config(self.host.config.config)
-            backend = same_server(engine, info)
+            backend = same_server(engine, info, model)
         if backend is None:
             raise VibechatError(
                 "this engine answers one reply at a time: compare against another model "
                 "(model:NAME) or a server (base-url=URL)."
             )
         return backend
+
+
+def _local_file(model: str) -> bool:
+    """``model`` names a GGUF file on this machine (a path, or a file name), not a server's
+    model: a server chat's ``model:NAME`` asks the server, ``model:./x.gguf`` loads it here."""
+    from pathlib import Path
+
+    return model.lower().endswith(".gguf") or Path(model).expanduser().is_file()
 
 
 def stats_line(done: GenerationDone) -> str:

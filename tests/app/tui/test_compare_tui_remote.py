@@ -114,3 +114,20 @@ def test_side_b_on_the_chats_server_keeps_the_address_as_the_chat_was_given_it(s
     assert twin.options.base_url == given and twin.options.model == "stub-small"
     assert same_server(EngineSettings(), info).options.base_url == stub.url
     assert same_server(EngineSettings(), replace(info, server=None)) is None
+
+
+async def test_model_name_on_a_server_chat_asks_the_same_server_for_that_model(stub, tmp_path):
+    """``/compare model:NAME`` in a chat on a server compares against the server's model NAME
+    (as the server lists it), never a local model of that name; the chat's own model stays."""
+    history = History(tmp_path / "history.db")
+    app = create_app(stub.backend(), blink=False, history=history)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compare model:stub-large")
+        await send(pilot, "Say hello.")
+        await settle(pilot)
+        view = list(app.chat.query(CompareView))[-1]
+        assert [reply.text for reply in view.replies] == [stub.reply, stub.reply]
+        assert sorted(b["model"] for b in completions(stub)) == ["stub-large", "stub-small"]
+        assert "stub-large" in str(view.columns[1].head.render())
+        assert app.session.info is not None and app.session.info.name == "stub-small"
