@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from vibechat.engine.chat import pairs
 from vibechat.engine.chat.turn import Turn
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.settings.think_switch import check_budget
 from vibechat.engine.turns.backend import (
     SIDES,
     Backend,
@@ -160,6 +161,12 @@ class PairWork:
         def on_event(item: SideEvent) -> None:
             self.feed(run, item.side, item.event)
 
+        refused = self._refused(run.b_request)
+        if refused is not None:
+            # The engine would refuse the pair whole: side B's line, and side A answers alone.
+            self.host.post_message(CompareFailed(run.generation, "B", refused))
+            self.side_a(run)
+            return
         try:
             dones = pairs.stream_pair(self.host.session, run.turn, run.b_request, on_event)
         except VibechatError as exc:
@@ -179,6 +186,16 @@ class PairWork:
                     else pairs.stopped_side("".join(run.b_parts), run.b_request)
                 )
                 self.host.post_message(CompareEvent(run.generation, side, done))
+
+    def _refused(self, request: SideRequest) -> str | None:
+        """Why the chat's model cannot take a side's ``request`` before it is asked (a thinking
+        budget beyond its context), or None; as ``run --compare`` checks each side."""
+        info = self.host.session.info
+        try:
+            check_budget(request.params.think_budget, info.context_size if info else 0)
+        except VibechatError as exc:
+            return str(exc)
+        return None
 
     def side_a(self, run: Running, side: Side = "A") -> None:
         """In a worker: side A as a plain reply of the session (or side ``side``'s

@@ -55,3 +55,27 @@ async def test_two_temperatures_on_the_starter_then_pick_b(backend, tmp_path: Pa
     tally = {(t.kind, t.name, t.value): (t.wins, t.picks) for t in history.pick_tally()}
     assert tally[("setting", "temperature", "1.2")] == (1, 1)
     assert tally[("setting", "temperature", "0.2")] == (0, 1)
+
+
+async def test_a_thinking_budget_beyond_the_context_on_side_b_is_its_line_and_a_answers(
+    backend, tmp_path: Path
+):
+    """The engine refuses a pair whose side's thinking budget is beyond the model's context:
+    side B's column says so in one line, and side A answers alone, saved as the reply."""
+    history = History(tmp_path / "history.db")
+    params = SamplingParams(temperature=0.2, max_tokens=8, seed=11)
+    app = create_app(backend, params=params, blink=False, history=history)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        await send(pilot, "/compare think_budget=900000")
+        await send(pilot, "What is the capital of France?")
+        await settle(pilot)
+        view = app.chat.query(CompareView).last()
+        a, b = view.replies
+        assert a.text.strip()
+        assert "think budget 900,000 is beyond the model's context" in str(b.status_shown)
+        assert "beyond" not in str(a.status_shown)
+    stored = history.get(history.latest().id)
+    assert [m.role for m in stored.messages] == ["user", "assistant"]
+    assert stored.messages[-1].content.strip()
