@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from fakes import PairedFake, send, settle
-from helpers import answer, wait_for
+from helpers import answer, notices, wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.app.tui.conversation.compare_view import CompareView
@@ -217,3 +217,45 @@ async def test_a_pick_after_a_sides_round_opens_its_branch_with_the_continuation
             ("tool", ()),
             ("assistant", ()),
         ]
+
+
+async def test_a_chat_not_saved_says_side_bs_calls_are_not_run_and_runs_nothing():
+    """--no-save keeps no side B branch to go on from: its call is not asked, not run, and a
+    notice says why; side A's reply stands."""
+    backend, box = PairedFake(), Box()
+    backend.side_calls = {"B": (ToolCall("b1", "clock", "{}"),)}
+    app = create_app(
+        backend, blink=False, save=False, tools=box, tool_policy=ToolApproval(always=())
+    )
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await start(pilot)
+        await wait_for(
+            pilot, lambda: any("not saved (--no-save)" in n for n in notices(app)), "the notice"
+        )
+        await settle(pilot)
+        assert box.ran == [] and not isinstance(app.screen, ToolApprovalScreen)
+        assert "Side B's tool calls are not run" in " ".join(notices(app))
+        assert not app.state.generating
+        assert column(app, 0).query(AssistantMessage).last().text == "alpha words here"
+
+
+async def test_in_blind_mode_the_question_names_the_column_not_the_side(tmp_path: Path):
+    """Blind mode hides which side is which until the pick: a side's tool question names its
+    column ("Reply 1" / "Reply 2", as the columns are headed), never "Side A"."""
+    backend, box = PairedFake(), Box()
+    backend.side_calls = {"A": (ToolCall("a1", "clock", "{}"),)}
+    app = make(tmp_path, backend, box)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "/compare blind temperature=1.2")
+        await send(pilot, "what time is it?", wait=False)
+        await wait_for(pilot, lambda: asking(app), "the question")
+        run = app.comparisons.running
+        assert run is not None and run.armed.blind
+        shown = run.order.index("A") + 1
+        assert f"Reply {shown} asks to run time/now" in title(app)
+        assert "Side" not in title(app)
+        await answer(pilot, "escape")
+        await settle(pilot)
+        assert box.ran == []
