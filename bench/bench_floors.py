@@ -70,7 +70,8 @@ BARE_APP = textwrap.dedent("""
 # The same bare app opened by a Typer command line, as `vibechat` opens the chat: the design card
 # makes Typer the chat's command line, so its import and parse come before any first frame a
 # vibechat can draw. A handful of options, as a chat's flags (the chat declares ~40).
-BARE_CLI_APP = textwrap.dedent("""
+BARE_CLI_APP = (
+    textwrap.dedent("""
     from typing import Optional
 
     import typer
@@ -84,21 +85,10 @@ BARE_CLI_APP = textwrap.dedent("""
         top_k: Optional[int] = typer.Option(None, "--top-k", help="k"),
         no_save: bool = typer.Option(False, "--no-save", help="no history"),
     ) -> None:
-        from textual.app import App
-        from textual.widgets import Footer, Static, TextArea
-
-        class Bare(App):
-            BINDINGS = [("ctrl+p", "command_palette", "palette")]
-
-            def compose(self):
-                yield Static("a chat")
-                yield TextArea()
-                yield Footer()
-
-        Bare().run()
-
-    cli()
 """)
+    + textwrap.indent(BARE_APP, "    ")
+    + "\ncli()\n"
+)
 
 # llama.cpp alone: the bindings (not the package's __init__, which imports the high-level Llama,
 # numpy and jinja2), the model with default parameters, the context as the chat makes it.
