@@ -19,16 +19,22 @@ from vibechat.engine.settings.params import SamplingParams
 pytestmark = pytest.mark.model
 
 
+async def compared(pilot, spec: str) -> CompareView:
+    """The model ready, ``/compare SPEC`` armed and a question sent: the comparison's view."""
+    await pilot.app.workers.wait_for_complete()
+    await settle(pilot)
+    await send(pilot, f"/compare {spec}")
+    await send(pilot, "What is the capital of France?")
+    await settle(pilot)
+    return pilot.app.chat.query(CompareView).last()
+
+
 async def test_two_temperatures_on_the_starter_then_pick_b(backend, tmp_path: Path):
     history = History(tmp_path / "history.db")
     params = SamplingParams(temperature=0.2, max_tokens=16, seed=11)
     app = create_app(backend, params=params, blink=False, history=history)
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.workers.wait_for_complete()
-        await settle(pilot)
-        await send(pilot, "/compare temperature=1.2")
-        await send(pilot, "What is the capital of France?")
-        view = app.chat.query(CompareView).last()
+        view = await compared(pilot, "temperature=1.2")
         a, b = view.replies
         assert a.text.strip() and b.text.strip()
         stored = history.get(history.latest().id)
@@ -66,12 +72,7 @@ async def test_a_thinking_budget_beyond_the_context_on_side_b_is_its_line_and_a_
     params = SamplingParams(temperature=0.2, max_tokens=8, seed=11)
     app = create_app(backend, params=params, blink=False, history=history)
     async with app.run_test(size=(120, 36)) as pilot:
-        await app.workers.wait_for_complete()
-        await settle(pilot)
-        await send(pilot, "/compare think_budget=900000")
-        await send(pilot, "What is the capital of France?")
-        await settle(pilot)
-        view = app.chat.query(CompareView).last()
+        view = await compared(pilot, "think_budget=900000")
         a, b = view.replies
         assert a.text.strip()
         assert "think budget 900,000 is beyond the model's context" in str(b.status_shown)

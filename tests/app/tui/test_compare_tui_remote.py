@@ -21,15 +21,20 @@ def completions(stub) -> list[dict]:
     return [r["body"] for r in stub.requests if r["path"].endswith("/chat/completions")]
 
 
+async def compared(pilot, spec: str) -> CompareView:
+    """``/compare SPEC`` armed, a prompt sent and both sides settled: the comparison's view."""
+    await settle(pilot)
+    await send(pilot, f"/compare {spec}")
+    await send(pilot, "Say hello.")
+    await settle(pilot)
+    return list(pilot.app.chat.query(CompareView))[-1]
+
+
 async def test_compare_on_a_server_asks_the_same_model_twice_at_two_settings(stub, tmp_path):
     history = History(tmp_path / "history.db")
     app = create_app(stub.backend(), blink=False, history=history)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await settle(pilot)
-        await send(pilot, "/compare temperature=1.2")
-        await send(pilot, "Say hello.")
-        await settle(pilot)
-        view = list(app.chat.query(CompareView))[-1]
+        view = await compared(pilot, "temperature=1.2")
         assert not [n for n in notices(app) if "one reply at a time" in n]
         assert [reply.text for reply in view.replies] == [stub.reply, stub.reply]
         bodies = completions(stub)
@@ -122,11 +127,7 @@ async def test_model_name_on_a_server_chat_asks_the_same_server_for_that_model(s
     history = History(tmp_path / "history.db")
     app = create_app(stub.backend(), blink=False, history=history)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await settle(pilot)
-        await send(pilot, "/compare model:stub-large")
-        await send(pilot, "Say hello.")
-        await settle(pilot)
-        view = list(app.chat.query(CompareView))[-1]
+        view = await compared(pilot, "model:stub-large")
         assert [reply.text for reply in view.replies] == [stub.reply, stub.reply]
         assert sorted(b["model"] for b in completions(stub)) == ["stub-large", "stub-small"]
         assert "stub-large" in str(view.columns[1].head.render())
