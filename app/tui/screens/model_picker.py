@@ -291,19 +291,34 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
 
     def on_remote_model_picker_listed(self, message: Listed) -> None:
         self.ids = message.ids
-        table = self.query_one(DataTable)
-        table.clear()
-        # The ids come from the server: untrusted text.
-        for index, model_id in enumerate(self.ids):
-            table.add_row("●" if model_id == self.current else "", cell(model_id), key=str(index))
-            if model_id == self.current:
-                table.move_cursor(row=index)
+        self._fill()
         status = self.query_one("#picker-status", Static)
         if message.error:
             status.update(block(f"⚠ {message.error}"))
         else:
             count = f"{len(self.ids)} model" + ("" if len(self.ids) == 1 else "s")
             status.update(Content(f"{count} · ● in use · the server loads and runs them"))
+
+    def _fill(self) -> None:
+        """The ids as rows, each shortened in its middle to the table's width (``fit_id``),
+        the cursor kept on its row (else on the model in use)."""
+        table = self.query_one(DataTable)
+        row = table.cursor_row if table.row_count else None
+        table.clear()
+        # The marker's column and the cells' padding.
+        room = (table.size.width or self.app.size.width) - 6
+        # The ids come from the server: untrusted text.
+        for index, model_id in enumerate(self.ids):
+            shown = cell(fit_id(one_line(model_id), room))
+            table.add_row("●" if model_id == self.current else "", shown, key=str(index))
+            if row is None and model_id == self.current:
+                table.move_cursor(row=index)
+        if row is not None:
+            table.move_cursor(row=min(row, len(self.ids) - 1))
+
+    def on_resize(self) -> None:
+        if self.ids:
+            self._fill()
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:
@@ -314,3 +329,14 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
 
     def action_dismiss_picker(self) -> None:
         self.dismiss(None)
+
+
+def fit_id(model_id: str, room: int) -> str:
+    """``model_id`` in ``room`` cells, shortened in its middle (``…``) when longer: a server's ids
+    often differ only at their ends (``…-GGUF:Q4_K_M`` against ``…-GGUF:Q8_0``), which a cut at
+    the right edge would hide."""
+    room = max(room, 12)
+    if len(model_id) <= room:
+        return model_id
+    head = (room - 1) // 2
+    return model_id[:head] + "…" + model_id[len(model_id) - (room - 1 - head) :]

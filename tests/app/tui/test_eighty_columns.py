@@ -16,10 +16,12 @@ import pytest
 from fakehub import fake_hub  # noqa: F401  (fixture)
 from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import gguf_bytes, write_gguf
+from helpers import wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.screens.confirm import ConfirmScreen
 from vibechat.app.tui.screens.downloader import DownloadScreen
 from vibechat.app.tui.screens.history_screens import ExportScreen, RenameScreen
+from vibechat.app.tui.screens.model_picker import fit_id
 from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.config import config_path, models_dir
@@ -287,6 +289,39 @@ async def test_a_full_dialog_at_80x24_keeps_the_line_that_says_how_to_close_it(n
         shown = framed(screen_lines(app))
         assert any(close in line for line in shown), "\n".join(shown)
         assert not [line for line in shown if line.strip().startswith("·")]
+
+
+LONG_ID = "hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-1M-with-a-long-suffix-GGUF:UD-Q4_K_XL"
+
+
+async def test_the_servers_model_picker_full_at_80x24_keeps_its_rows_marks_and_key_line(stub):
+    """A server's model picker (F3 on a chat with a server) filled with model ids: at 80x24 its
+    title, the model in use (marked), its legend and the line that says how to close it stay on
+    screen, and an id wider than the list is shortened in its middle, so that both its start and
+    its end (where a quantization differs) show; Enter picks it whole. (No snapshot: its title
+    names the stub server's port, which changes.)"""
+    stub.models = ["stub-small", LONG_ID] + [f"org/model-{i:02d}-instruct" for i in range(30)]
+    app = make_app(backend=stub.backend(), save=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await _picker(pilot)
+        shown = framed(screen_lines(app))
+        text = "\n".join(shown)
+        assert any("Models on http://127.0.0.1:" in line for line in shown), text
+        assert any("● " in line and "stub-small" in line for line in shown), text
+        assert any("32 models" in line for line in shown), text
+        assert any("Esc close" in line for line in shown), text
+        long_row = [line for line in shown if "hf.co/unsloth/Qwen3-Coder" in line]
+        assert len(long_row) == 1 and "…" in long_row[0], text
+        assert long_row[0].rstrip().endswith("-GGUF:UD-Q4_K_XL"), text
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: app.session.info and app.session.info.name == LONG_ID)
+
+
+def test_an_id_wider_than_its_room_keeps_its_start_and_end():
+    assert fit_id("short", 20) == "short"
+    shown = fit_id(LONG_ID, 40)
+    assert len(shown) == 40 and shown.startswith("hf.co/unsloth/Qwen3")
+    assert shown.endswith("GGUF:UD-Q4_K_XL") and shown.count("…") == 1
 
 
 # ------------------------------------------------------------------ snapshots at 80×24
