@@ -101,6 +101,13 @@ def _in_messages(app, widget) -> bool:
     return any(node in app.chat.messages() for node in [widget, *widget.ancestors])
 
 
+def repainted_whole(app) -> str:
+    """What the screen shows when every widget is painted again from scratch."""
+    for widget in app.screen.walk_children(with_self=True):
+        widget._set_dirty()
+    return screen_text(app)
+
+
 def screen_text(app) -> str:
     """What the screen shows now (the widgets' painted lines, as Textual keeps them)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
@@ -193,3 +200,11 @@ async def test_a_reply_with_thinking_mounts_only_its_thinking_block_and_text():
         bottom = reply.region.bottom
         assert "the server said no" in screen[bottom - 2] and "and why" in screen[bottom - 1]
         assert "The answer." in screen[bottom - 3]
+        height = reply.size.height
+        await pilot.click(reply.thinking)  # opened: the reply grows, its status line moves down
+        await pilot.pause()
+        await pilot.pause()
+        assert reply.thinking.expanded and reply.size.height > height
+        screen = screen_text(app)
+        assert "Let me think about it." in screen
+        assert screen == repainted_whole(app)  # nothing left of the lines where it was
