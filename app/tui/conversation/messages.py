@@ -107,11 +107,12 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         height: auto;
     }
     """
-    # A flat message's label and status line take the rules of the widgets they would be.
+    # Its label and status line (drawn by the message) take the rules of the widgets they were.
     COMPONENT_CLASSES = {"message--role", "message--status"}
     # Grown or shrunk (a reply's text below its label): the lines above stay painted
-    # (one_layout.py); its own lines are its background and left border, or (flat) its text,
-    # which repaints it whole when it changes.
+    # (one_layout.py); its own lines are its background and left border, its label and its
+    # status line (repainted where it was and where it is: ``_size_updated``), or (flat) its
+    # text, which repaints it whole when it changes.
     KEEPS_LINES = True
     # Shown beside the focused message's label rather than in the footer (the app's keys fill it).
     BINDINGS = [
