@@ -172,6 +172,11 @@ async def test_a_reply_draws_its_label_and_status_line_itself(monkeypatch):
             assert "stopped" in screen_text(app).splitlines()[reply.region.bottom - 1]
             assert list(reply.children) == [reply.body]
             assert not reply.query(MessageText)
+            reply.focus()  # its keys beside its label, on its first line
+            await pilot.pause()
+            await pilot.pause()
+            assert "copy message" in screen_text(app).splitlines()[reply.region.y]
+            assert screen_text(app) == repainted_whole(app)
         finally:
             backend.step.release(1000)
 
