@@ -6,7 +6,8 @@ by the app (``reply_stream.py``); large batches render in a worker thread. The r
 one widget (``MarkdownSegment``, its ``body``): its settled segments, each rendered once, and
 its live tail; a sealed segment joins the settled ones and mounts nothing, so a new segment
 never lays out or paints the reply above it (issue 42). Its forced cuts are merged when it
-ends (``reply_fold.py``).
+ends (``reply_fold.py``). Its label and status line are its own lines, drawn around its
+thinking and its text (``messages.ChatMessageWidget``): those two are all it mounts.
 """
 
 from __future__ import annotations

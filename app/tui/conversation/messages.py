@@ -4,10 +4,14 @@ of a message whose body is widgets. A reply's own widget, rendered as Markdown w
 streams, is ``assistant_message.AssistantMessage``; the list of messages is
 ``chat_view.ChatView``.
 
-A message whose body is only its text (a prompt without attachments, a note) is one widget:
-it draws its label, text and status line itself, as one ``Content`` (``flat``), and mounts
-no child; its height comes from that text at its width (issue 42: every widget a new message
-mounts is laid out and painted in the frame that shows it).
+A message draws its label and status line itself (issue 42: every widget a new message
+mounts is laid out and painted in the frame that shows it). One whose body is only its text
+(a prompt without attachments, a note) is one widget: it draws its label, text and status
+line as one ``Content`` (``flat``), and mounts no child; its height comes from that text at
+its width. One whose body is widgets (a reply's text and thinking, attachments, a tool's
+call) mounts only those: they are laid out one line down, above as many lines as its status
+line takes (``process_layout``), and it draws its label and status line on its own lines
+that they leave uncovered (``render_line``; the compositor lays children over their parent).
 
 Every text shown here may come from outside (a message, a model's reply, a server's error in
 a status line): it is sanitised and shown as text, never read as markup (``outside``).
@@ -22,7 +26,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
-from textual.geometry import Region, Size
+from textual.geometry import Offset, Region, Size, Spacing
+from textual.layout import DockArrangeResult, WidgetPlacement
 from textual.message import Message
 from textual.selection import Selection
 from textual.strip import Strip
@@ -38,8 +43,10 @@ if TYPE_CHECKING:
 
 
 class MessageText(SizedByLayout, Static):
-    """A message's label, plain text or status line: sized by the layout that placed it (one
-    layout when a message appears or its status changes, not two: one_layout.py)."""
+    """A line or text of a message's body widgets (a note's table, a prompt's text below its
+    attachments, a tool call's lines): sized by the layout that placed it (one layout when it
+    appears or changes, not two: one_layout.py). A message's label and status line are never
+    one: the message draws them (``ChatMessageWidget``)."""
 
     DEFAULT_CSS = """
     MessageText {
@@ -53,11 +60,13 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     keys then show beside its label. No plain letters: typing on a focused message goes to
     the input (``TypesIntoInput.Typed``), as someone who clicked a message and typed expects.
 
-    Its label, body and status line are child widgets (``MessageText``, classes
-    ``message--role``, ``message--body``, ``message--status``) only when its body has widgets
-    of its own (``has_blocks``); else it draws the three itself (``flat``), styled by the
-    same rules (component classes ``message--role`` and ``message--status``). Either way
-    ``label_shown`` and ``status_shown`` say what its label and status line show."""
+    It draws its label and status line itself, styled by the rules of the widgets they once
+    were (component classes ``message--role`` and ``message--status``); ``label_shown`` and
+    ``status_shown`` say what they show. Its body is drawn by itself too (``flat``) unless it
+    has widgets of its own (``has_blocks``: a reply's text, attachments, a tool's call): then
+    those are its only children, laid out between its label line and its status line, which
+    it leaves uncovered and draws there (``process_layout``, ``render_line``): a new reply
+    mounts its text widget (and its thinking block), nothing else."""
 
     DEFAULT_CSS = """
     ChatMessageWidget {
@@ -98,11 +107,12 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         height: auto;
     }
     """
-    # A flat message's label and status line take the rules of the widgets they would be.
+    # Its label and status line (drawn by the message) take the rules of the widgets they were.
     COMPONENT_CLASSES = {"message--role", "message--status"}
     # Grown or shrunk (a reply's text below its label): the lines above stay painted
-    # (one_layout.py); its own lines are its background and left border, or (flat) its text,
-    # which repaints it whole when it changes.
+    # (one_layout.py); its own lines are its background and left border, its label and its
+    # status line (repainted where it was and where it is: ``_size_updated``), or (flat) its
+    # text, which repaints it whole when it changes.
     KEEPS_LINES = True
     # Shown beside the focused message's label rather than in the footer (the app's keys fill it).
     BINDINGS = [
@@ -190,6 +200,12 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         self._drawn: tuple[tuple, list[Strip]] | None = None
         # Bumped when its label or status line changes (a key of ``_laid``).
         self._version = 0
+        # A message with child widgets: the width it last arranged them at (``arrange``), and
+        # its label's strip and its status line's strips, made when painted (``_around``).
+        self._arranged_width = 0
+        self._around_drawn: tuple[tuple, Strip, list[Strip]] | None = None
+        # Its status line's height: (the status, the width, its lines).
+        self._status_rows: tuple[Content, int, int] | None = None
 
     def has_blocks(self) -> bool:
         """Its body is widgets of its own (a note's table here; a subclass's attachments, a
@@ -215,11 +231,11 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         return self._status
 
     def compose(self) -> ComposeResult:
+        """Its body's widgets, if any (``has_blocks``): its label and status line are its own
+        lines, drawn around them (``render_line``)."""
         if self.flat:
             return
-        yield MessageText(self._label_content(), classes="message--role")
         yield from self.compose_body()
-        yield MessageText(self._status, classes="message--status")
 
     def compose_body(self) -> ComposeResult:
         yield MessageText(
@@ -257,6 +273,61 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             laid = self._laid = (key, content, content.get_height(rules, width))
         return laid
 
+    def _status_height(self, width: int) -> int:
+        """The lines its status line takes at ``width`` (it wraps; an empty one takes one),
+        computed once per status and width (asked for each of its lines painted)."""
+        if width <= 0:
+            return 1
+        known = self._status_rows
+        if known is not None and known[0] is self._status and known[1] == width:
+            return known[2]
+        rules = cast("RulesMap", self.styles)
+        rows = max(1, self._status.get_height(rules, width))
+        self._status_rows = (self._status, width, rows)
+        return rows
+
+    def arrange(self, size: Size, optimal: bool = False) -> DockArrangeResult:
+        """Textual's; the width is kept for ``process_layout`` (its status line's height)."""
+        self._arranged_width = size.width
+        return super().arrange(size, optimal)
+
+    def process_layout(self, placements: list[WidgetPlacement]) -> list[WidgetPlacement]:
+        """Its child widgets one line down, below its label line, and its status line's lines
+        left below the last: their margins grow by those lines, so its height (Textual's,
+        from the children's boxes) counts them, and no child covers the lines it draws
+        itself (``render_line``). The compositor lays the children over its own lines."""
+        if self.flat or not placements:
+            return placements
+        moved = WidgetPlacement.translate(placements, Offset(0, 1))
+        first = moved[0]
+        top, right, bottom, left = first.margin
+        moved[0] = first._replace(margin=Spacing(top + 1, right, bottom, left))
+        below = self._status_height(self._arranged_width)
+        last = moved[-1]  # the first, when it is the only one
+        top, right, bottom, left = last.margin
+        moved[-1] = last._replace(margin=Spacing(top, right, bottom + below, left))
+        return moved
+
+    def _around(self, width: int) -> tuple[Strip, list[Strip]]:
+        """A message with child widgets: its label line and its status line's lines at
+        ``width``, styled as the ``MessageText`` widgets that showed them were (made when
+        painted, kept until they, their styles or the message's change)."""
+        label_style = self.get_visual_style("message--role")
+        status_style = self.get_visual_style("message--status")
+        style = self.visual_style
+        key = (width, self.branch, self._keys, self._version, label_style, status_style, style)
+        drawn = self._around_drawn
+        if drawn is None or drawn[0] != key:
+            label = self._label_content(self._keys)
+            label_strips = Visual.to_strips(
+                self, label.stylize_before(label_style), width, 1, style
+            )
+            status_strips = Visual.to_strips(
+                self, self._status.stylize_before(status_style), width, None, style
+            )
+            drawn = self._around_drawn = (key, label_strips[0], status_strips)
+        return drawn[1], drawn[2]
+
     def _flat_strips(self, width: int) -> list[Strip]:
         """A flat message's lines at ``width``, made when it is painted (kept until it, its
         styles or the selection in it change)."""
@@ -281,24 +352,49 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         """A line of the message's own content. A flat message's: its text's line ``y``.
-        Else its background, the same on every line
-        (``Blank``), rendered once per change as Textual renders it. Textual's default
-        renders every line of a container's height whenever it changes size, and a
-        streaming reply's message changes size with every render (thousands of lines; its
-        padding and border are drawn around this, as ever)."""
-        width = self.size.width
+        Else its label on line 0, its status line on its last lines, and its background
+        between them, under its child widgets (``Blank``, the same on every line, rendered
+        once per change as Textual renders it). Textual's default renders every line of a
+        container's height whenever it changes size, and a streaming reply's message changes
+        size with every render (thousands of lines; its padding and border are drawn around
+        this, as ever)."""
+        width, height = self.size
         if self.flat:
             self._dirty_regions.clear()
             strips = self._flat_strips(width)
             if y < len(strips):
                 return strips[y]
             return Strip.blank(width, self.visual_style.rich_style)
+        if y == 0 or y >= height - self._status_height(width):
+            label, status = self._around(width)
+            if y == 0:
+                return label
+            below = y - (height - len(status))
+            if 0 <= below < len(status):
+                return status[below]
         if self._dirty_regions or self._blank_line is None or self._blank_line.cell_length != width:
             self._blank_line = Visual.to_strips(self, self._render(), width, 1, self.visual_style)[
                 0
             ]
             self._dirty_regions.clear()
         return self._blank_line
+
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        """``SizedByLayout``'s; a message with child widgets also repaints its status line's
+        lines where they were and where they are now (its lines above the old bottom are
+        kept: the status line moved)."""
+        old = self._size
+        changed = super()._size_updated(size, virtual_size, container_size, layout)
+        if not self.flat and old.width == size.width and old.height != size.height:
+            gutter = self.styles.gutter
+            width = size.width - gutter.width
+            rows = self._status_height(width)
+            for outer in (old.height, size.height):
+                inner = outer - gutter.height
+                self._set_dirty(Region(0, max(0, inner - rows), width, rows))
+        return changed
 
     def on_focus(self) -> None:
         """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
@@ -326,10 +422,7 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
 
     def _show_label(self) -> None:
         """The label line, as it is now (``label_shown``): repainted, never laid out again."""
-        if self.flat:
-            self._changed(Region(0, 0, self.size.width, 1))
-        elif self.is_mounted:
-            self.query_one(".message--role", Static).update(self.label_shown)
+        self._changed(Region(0, 0, self.size.width, 1))
 
     def _label_content(self, keys: str = "") -> Content:
         """The label, ``‹ 2/3 ›`` when the message has siblings, and the focused message's keys."""
@@ -384,7 +477,9 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             self.post_message(self.BranchRequested(self.message_id, step))
 
     def set_status(self, text: str, kind: str | None = None) -> None:
-        """The line under the message (``⚠ the server's error``): shown as text, sanitised."""
+        """The line under the message (``⚠ the server's error``): shown as text, sanitised. A
+        message with child widgets repaints its status line's lines, and is laid out again
+        only when their number changes."""
         self._progress = False
         self._show_status(outside.block(text))
         self.remove_class("-stopped", "-error")
@@ -393,19 +488,31 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
 
     def set_progress(self, text: str) -> None:
         """The line under the message as a figure that changes a few times a second (a long
-        prompt's reading, ``set_status("")`` clears it): laid out when it appears, then only
-        repainted, in place, while it fits its one line (the conversation is not laid out again)."""
+        prompt's reading, ``set_status("")`` clears it): only repainted, in place, while it
+        fits its one line (the conversation is not laid out again; a flat message's lines are
+        laid out once when it appears)."""
         in_place = self._progress and len(text) < self.size.width
         self._progress = True
         self._show_status(outside.block(text), in_place)
 
     def _show_status(self, status: Content, in_place: bool = False) -> None:
-        """The status line shows ``status``; ``in_place``: one line replacing one line (only
-        repainted, the conversation not laid out again)."""
-        self._status = status
+        """The status line shows ``status``. A flat message's, ``in_place``: one line replacing
+        one line (only repainted, the conversation not laid out again); another message's is
+        only repainted while it takes as many lines as before."""
+        width, height = self.size
         if not self.flat:
-            self.query_one(".message--status", Static).update(status, layout=not in_place)
-        elif in_place:
+            before = self._status_height(width)
+            self._status = status
+            rows = self._status_height(width)
+            if rows == before:
+                self._changed(Region(0, max(0, height - rows), width, rows))
+            else:  # its height changes: its old lines repainted, its children arranged again
+                self._set_dirty(Region(0, max(0, height - before), width, before))
+                self._clear_arrangement_cache()
+                self._changed(layout=True)
+            return
+        self._status = status
+        if in_place:
             size = self.size
             self._changed(Region(0, size.height - 1, size.width, 1))
         else:

@@ -9,6 +9,7 @@ from textual.selection import Selection
 
 from fakes import RecordingBackend, send, settle
 from vibechat.app.tui import create_app
+from vibechat.app.tui.conversation.messages import MessageText
 
 
 def drawn(widget) -> list[str]:
@@ -93,3 +94,122 @@ async def test_a_reply_whose_segments_seal_mounts_nothing(monkeypatch):
             assert mounted == []
         finally:
             backend.step.release(1000)
+
+
+def _in_messages(app, widget) -> bool:
+    """``widget`` is a message of the conversation or in one."""
+    return any(node in app.chat.messages() for node in [widget, *widget.ancestors])
+
+
+def repainted_whole(app) -> str:
+    """What the screen shows when every widget is painted again from scratch."""
+    for widget in app.screen.walk_children(with_self=True):
+        widget._set_dirty()
+    return screen_text(app)
+
+
+def screen_text(app) -> str:
+    """What the screen shows now (the widgets' painted lines, as Textual keeps them)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def test_a_reply_draws_its_label_and_status_line_itself(monkeypatch):
+    """A reply mounts only its text widget (and its thinking block when it has one): its label
+    and status line are its own lines, drawn around them, so the frame that shows a sent prompt
+    and the reply's first words sizes and repaints three widgets of the conversation, not five
+    (the prompt, the reply, its text; no label and status line widgets)."""
+    from textual.widget import Widget
+
+    from fakes import OnePieceAtATime
+    from helpers import wait_for
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+
+    sized: list[Widget] = []  # widgets of the conversation given their first size
+    whole: list[Widget] = []  # ... marked to repaint whole
+    size_updated, set_dirty = Widget._size_updated, Widget._set_dirty
+
+    def sizing(self, size, virtual_size, container_size, layout=True):
+        if not self._size and size:
+            sized.append(self)
+        return size_updated(self, size, virtual_size, container_size, layout)
+
+    def dirtying(self, *regions):
+        if not regions:
+            whole.append(self)
+        return set_dirty(self, *regions)
+
+    monkeypatch.setattr(Widget, "_size_updated", sizing)
+    monkeypatch.setattr(Widget, "_set_dirty", dirtying)
+    backend = OnePieceAtATime("The first words. And the rest of them.")
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        try:
+            await settle(pilot)
+            sized.clear()
+            whole.clear()
+            await send(pilot, "a question", wait=False)
+            await wait_for(pilot, lambda: len(app.chat.messages()) == 2, "the reply")
+            prompt, reply = app.chat.messages()
+            assert isinstance(reply, AssistantMessage)
+            backend.step.release(3)
+            await wait_for(pilot, lambda: "words." in reply.text, "the first words")
+            await pilot.pause()
+            await pilot.pause()
+            assert "The first words." in screen_text(app)
+            # The widgets of the two messages sized, and repainted whole, meanwhile: the
+            # prompt, the reply and its text (before: also the reply's label and status line).
+            shown = {id(prompt), id(reply), id(reply.body)}
+            assert sorted(id(w) for w in sized if _in_messages(app, w)) == sorted(shown)
+            assert {id(w) for w in whole if _in_messages(app, w)} == shown
+            assert list(reply.children) == [reply.body]
+            await pilot.press("escape")  # stopped: its status line says so, on its last line
+            backend.step.release(1000)
+            await settle(pilot)
+            assert "stopped" in reply.status_shown.plain
+            lines = [line.strip("█▌ ") for line in drawn(reply)]
+            assert lines[0] == "Assistant" == reply.label_shown.plain
+            assert lines[-1] == reply.status_shown.plain.strip()
+            assert "stopped" in screen_text(app).splitlines()[reply.region.bottom - 1]
+            assert list(reply.children) == [reply.body]
+            assert not reply.query(MessageText)
+            reply.focus()  # its keys beside its label, on its first line
+            await pilot.pause()
+            await pilot.pause()
+            assert "copy message" in screen_text(app).splitlines()[reply.region.y]
+            assert screen_text(app) == repainted_whole(app)
+        finally:
+            backend.step.release(1000)
+
+
+async def test_a_reply_with_thinking_mounts_only_its_thinking_block_and_text():
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+
+    backend = RecordingBackend(reply="The answer.")
+    backend.thinking = "Let me think about it."
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await send(pilot, "a question")
+        reply = app.chat.messages()[-1]
+        assert isinstance(reply, AssistantMessage) and reply.thinking is not None
+        assert list(reply.children) == [reply.thinking, reply.body]
+        assert not reply.query(MessageText)
+        screen = screen_text(app).splitlines()
+        top = reply.region.y
+        assert screen[top].strip("█▌ ") == "Assistant"
+        assert "Thought for" in screen[top + 1] and "The answer." in screen[top + 2]
+        reply.set_status("⚠ the server said no\nand why", "error")  # two lines, at its end
+        await pilot.pause()
+        await pilot.pause()
+        screen = screen_text(app).splitlines()
+        bottom = reply.region.bottom
+        assert "the server said no" in screen[bottom - 2] and "and why" in screen[bottom - 1]
+        assert "The answer." in screen[bottom - 3]
+        height = reply.size.height
+        await pilot.click(reply.thinking)  # opened: the reply grows, its status line moves down
+        await pilot.pause()
+        await pilot.pause()
+        assert reply.thinking.expanded and reply.size.height > height
+        screen = screen_text(app)
+        assert "Let me think about it." in screen
+        assert screen == repainted_whole(app)  # nothing left of the lines where it was

@@ -250,6 +250,7 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
     layout sized (the message, its label, text and status lines, the chat view) asks for a
     second layout from within it (one_layout.py). In the chat the layout for a sent message
     runs while the model reads the prompt, so a second one would delay the first token."""
+    from textual.geometry import Region
     from textual.screen import Screen
     from textual.widget import Widget
 
@@ -290,7 +291,10 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
             reply.set_status("⚠ the engine stopped\nwhile reading the prompt", "error")
             await pilot.pause()
             await pilot.pause()
-            assert reply.query_one(".message--status").size.height == 2
+            # Its status line's two lines are its last two (drawn by the message itself).
+            width, height = reply.outer_size
+            lines = [strip.text for strip in reply.render_lines(Region(0, 0, width, height))]
+            assert "the engine stopped" in lines[-2] and "while reading the prompt" in lines[-1]
             assert asked == []
         finally:
             Screen._refresh_layout = original_layout  # type: ignore[method-assign]

@@ -25,9 +25,7 @@ DIGITS = {
 
 
 def status_line(app) -> str:
-    return (
-        app.chat.query(AssistantMessage).last().query_one(".message--status").render().plain.strip()
-    )
+    return app.chat.query(AssistantMessage).last().status_shown.plain.strip()
 
 
 @pytest.mark.model

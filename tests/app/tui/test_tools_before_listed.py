@@ -41,7 +41,7 @@ def config(tmp_path: Path, failing: bool = False) -> Path:
 def reply_status(app) -> str:
     """The line under the last reply."""
     reply = app.chat.query(AssistantMessage).last()
-    return str(reply.query_one(".message--status").render()).strip()
+    return reply.status_shown.plain.strip()
 
 
 async def test_a_prompt_sent_while_the_tools_are_listed_waits_and_is_offered_them(tmp_path: Path):

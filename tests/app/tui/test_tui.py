@@ -224,7 +224,7 @@ async def test_escape_stops_a_reply_and_keeps_the_partial_text(fake_backend):
         assert reply.text.startswith("word0")
         assert 0 < len(reply.text.split()) < 200
         assert reply.has_class("-stopped")
-        assert "stopped" in str(reply.query_one(".message--status").render())
+        assert "stopped" in reply.status_shown.plain
         assert app.conversation.turns[-1].content == reply.text
         assert not app.generating
 
@@ -436,13 +436,13 @@ async def test_typing_on_a_focused_message_goes_to_the_input(fake_backend):
         await pilot.pause()
         assert app.focused is reply
         # Its keys show beside its label while it has focus.
-        label = str(reply.query_one(".message--role").render())
+        label = reply.label_shown.plain
         assert "^c copy message" in label and "^k copy code" in label and "⏎ open link" in label
         await pilot.press(*"are you there")  # 'o' used to offer the reply's link
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
         assert app.prompt_input.has_focus and app.prompt_input.text == "are you there"
-        assert str(reply.query_one(".message--role").render()) == "Assistant"
+        assert reply.label_shown.plain == "Assistant"
         # The same from the chat view itself, and with text already in the input.
         app.chat.focus()
         await pilot.press("?")

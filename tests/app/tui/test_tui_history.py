@@ -525,7 +525,7 @@ async def test_a_reply_left_streaming_by_a_crash_opens_as_interrupted(db):
         await settle(pilot)
         reply = app.chat.messages()[-1]
         assert reply.text == "half a rep"
-        assert "interrupted" in str(reply.query_one(".message--status").render())
+        assert "interrupted" in reply.status_shown.plain
 
 
 async def test_a_read_only_data_dir_is_shown_and_the_chat_still_works(tmp_path: Path):
@@ -740,7 +740,7 @@ async def test_a_reply_cut_by_the_limit_opens_as_cut(db):
         await settle(pilot)
         reply = app.chat.messages()[-1]
         assert reply.text == "one two three"
-        assert "cut at the token limit" in str(reply.query_one(".message--status").render())
+        assert "cut at the token limit" in reply.status_shown.plain
 
 
 class CutByTheLimit(RecordingBackend):

@@ -164,7 +164,7 @@ async def test_a_servers_error_is_shown_as_text_live_and_when_the_conversation_i
             await settle(pilot)
             await pause(pilot)
             reply = app.chat.messages()[-1]
-            assert BAD in reply.query_one(".message--status").render().plain
+            assert BAD in reply.status_shown.plain
             assert was_notified(app, BAD)
             Rendered(app).check(BAD)
             cid = app.chatlog.conversation_id
@@ -181,7 +181,7 @@ async def open_and_check_failed_reply(pilot, cid: int) -> None:
     app.chats.open_conversation(cid)
     await settle(pilot)
     await pause(pilot)
-    assert BAD in app.chat.messages()[-1].query_one(".message--status").render().plain
+    assert BAD in app.chat.messages()[-1].status_shown.plain
     Rendered(app).check(BAD)
 
 
@@ -462,7 +462,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await pilot.press("enter")
         await settle(pilot)
         await pause(pilot)
-        assert SHOWN in app.chat.messages()[-1].query_one(".message--status").render().plain
+        assert SHOWN in app.chat.messages()[-1].status_shown.plain
         Rendered(app).check(SHOWN)
         check_notifications(app)
         app.clear_notifications()

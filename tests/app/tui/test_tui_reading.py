@@ -14,7 +14,7 @@ from fakes import RecordingBackend, settle
 from helpers import wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage
-from vibechat.app.tui.conversation.messages import MessageText
+from vibechat.app.tui.conversation.messages import ChatMessageWidget
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, PromptProgress
 
 TOTAL = 2700
@@ -57,9 +57,7 @@ class ReadsAtLength(RecordingBackend):
 
 
 def reply_status(app) -> str:
-    return (
-        app.chat.query(AssistantMessage).last().query_one(".message--status").render().plain.strip()
-    )
+    return app.chat.query(AssistantMessage).last().status_shown.plain.strip()
 
 
 def bar_line(app) -> str:
@@ -70,16 +68,16 @@ def bar_line(app) -> str:
 
 
 def status_updates(monkeypatch) -> list[tuple[str, bool]]:
-    """Each update of a message's status line: (its text, whether it asked for a layout)."""
+    """Each change of a message's lines (its label or its status line, which it draws itself):
+    (its status line's text then, whether it asked for a layout)."""
     seen: list[tuple[str, bool]] = []
-    update = MessageText.update
+    changed = ChatMessageWidget._changed
 
-    def recording(self, content="", *, layout=True):
-        if self.has_class("message--status"):
-            seen.append((str(content), layout))
-        update(self, content, layout=layout)
+    def recording(self, *regions, layout=False):
+        seen.append((self.status_shown.plain, layout))
+        changed(self, *regions, layout=layout)
 
-    monkeypatch.setattr(MessageText, "update", recording)
+    monkeypatch.setattr(ChatMessageWidget, "_changed", recording)
     return seen
 
 
@@ -106,9 +104,10 @@ async def test_the_reading_shows_in_the_reply_and_the_status_bar_until_the_first
                 lambda line=line: reply_status(app) == line and line in bar_line(app),
                 f"the reading at {read}",
             )
-        # The line appeared with one layout; each further figure is only repainted, in place.
+        # Each figure is only repainted, in place: the reply's status line stayed one line
+        # (it is the reply's own line: nothing is laid out again).
         reading = [layout for text, layout in updates if text.startswith("reading the prompt")]
-        assert reading == [True, False, False]
+        assert reading == [False, False, False]
         backend.step.release()
         await settle(pilot)  # the reply's words came: the reading's lines are gone
         reply = app.chat.query(AssistantMessage).last()

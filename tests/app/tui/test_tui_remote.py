@@ -19,7 +19,7 @@ SIZE = (110, 36)
 
 
 def status_text(widget) -> str:
-    return str(widget.query_one(".message--status").render())
+    return widget.status_shown.plain
 
 
 async def test_the_chat_on_a_server(stub, tmp_path: Path):

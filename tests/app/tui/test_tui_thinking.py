@@ -230,4 +230,4 @@ async def test_a_reply_that_fails_while_thinking_folds_its_block(stub, tmp_path:
         block = block_of(app)
         assert not block.live and header(block).startswith("▸ Thought for ")
         assert block.text == "Almost there"
-        assert "⚠" in str(app.chat.messages()[-1].query_one(".message--status").render())
+        assert "⚠" in app.chat.messages()[-1].status_shown.plain

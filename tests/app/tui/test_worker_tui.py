@@ -85,7 +85,7 @@ def stored_messages() -> list[tuple[str, str]]:
 
 
 def reply_status(reply: AssistantMessage) -> str:
-    return str(reply.query_one(".message--status").render())
+    return reply.status_shown.plain
 
 
 def engine_trouble(reply: AssistantMessage) -> str:
@@ -146,7 +146,7 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
 
             assert app.is_running and not app.generating
             reply = app.chat.query(AssistantMessage).last()
-            status = str(reply.query_one(".message--status").render())
+            status = reply.status_shown.plain
             assert sig.name in status and "mid-reply" in status and "crash report" in status
             assert reply.has_class("-error") and reply.text.strip()  # the partial text stays
             with History() as history:
