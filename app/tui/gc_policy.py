@@ -10,7 +10,9 @@ the model is ready and the first screen is up (the app's long-lived objects), af
 the Markdown's warm-up (``hold_startup_freeze``): the modules, lexers and caches it
 builds then (~5,000 tracked objects) live as long as the chat too. Frozen before it,
 they were left in the young generations, scanned by the collections the first reply's
-frames ran, then by every full collection.
+frames ran, then by every full collection. Should a reply stream by then (a prompt sent
+while the model loaded), the freeze collects only the young generations first: a full
+collection is what the reply defers (below).
 Freezing per reply would keep whatever is removed later out of cyclic collection,
 so it is done only for what lives as long as the chat.
 
@@ -58,7 +60,10 @@ class _StartupFreeze:
             self.owed = True
             return
         self.owed = False
-        gc.collect()
+        # A reply streaming (a prompt sent while the model loaded): no full collection in it
+        # (~60 ms at that point); the young generations only, the older garbage frozen with
+        # the rest, once (the few cycles left since the freeze before the screen opened).
+        gc.collect(1 if full_collections_deferred() else 2)
         gc.freeze()
 
     def hold(self) -> None:

@@ -123,3 +123,32 @@ async def test_the_freeze_once_the_model_is_ready_runs_after_the_markdown_warm_u
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: len(events) == 2, "the warm-up and the freeze")
     assert events == ["warm-up ended", "frozen"]
+
+
+def test_the_startup_freeze_runs_no_full_collection_while_a_reply_streams(monkeypatch):
+    """A prompt sent while the model loads streams its reply as the freeze comes (after the
+    warm-up): the freeze collects only the young generations then, not all of them (a full
+    collection, ~60 ms there, is what ``defer_full_collections`` keeps out of a reply)."""
+    generations: list[int] = []
+
+    def collected(phase: str, info: dict) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    # The test process's own objects stay in the collector's sight.
+    monkeypatch.setattr(gc_policy.gc, "freeze", lambda: None)
+    freeze = gc_policy._StartupFreeze()
+    gc_policy.defer_full_collections()
+    gc.callbacks.append(collected)
+    try:
+        freeze.freeze()
+    finally:
+        gc.callbacks.remove(collected)
+    assert generations == [1]
+    gc_policy.allow_full_collections(0)
+    gc.callbacks.append(collected)
+    try:
+        freeze.freeze()
+    finally:
+        gc.callbacks.remove(collected)
+    assert generations == [1, 2]  # no reply: everything collected first, as before
