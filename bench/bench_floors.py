@@ -26,7 +26,7 @@ target can be read against the least that any chat built on them reaches here.
   ``Markdown`` (in a worker thread, as the chat renders a slice; at the column's width, the
   lines kept), its lines mounted once at the end of a scrolling column in a widget that makes
   Textual strips only for the lines painted (Textual's line API: ``render_line``; a ``Static`` of
-  the lines makes strips for every line of a slice, ~100-400, and its worst gap was 63-106 ms on
+  the lines makes strips for every line of a slice, ~100-400, and its worst gap was 54-106 ms on
   a 2-vCPU Xeon, above the chat's own, which draws only the lines in view: not a floor), and the
   column scrolled to its end; the next slice begins once the screen has refreshed (a
   slice a frame, as the chat shows one before it renders the next). Nothing is rendered twice:
