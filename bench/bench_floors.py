@@ -19,6 +19,27 @@ target can be read against the least that any chat built on them reaches here.
   nothing mounted: the cheapest growing text Textual draws); and the chat's figures from
   ``bench_tui``: the worst gap of the 16,000-token burst, and the worst keypress while a reply
   streams at 500 tokens/s.
+- **The same burst, the least a Markdown chat does with it** (issue 42 point 5): the column's
+  paragraph a frame does much less than the chat's burst, whose slices are each more than a
+  screen of new text, rendered as Markdown. So a second floor takes the chat's own burst of the
+  same round: the same text, cut into the same slices the chat appended, one per call of its
+  ``AssistantMessage.append`` (reply_stream.py cuts a burst into slices sized by what a
+  character cost to render, pacing.py spaces them). Each slice is rendered once as Rich's
+  ``Markdown`` (in a worker thread, as the chat renders a slice; at the column's width, the
+  lines kept), its lines mounted once at the end of a scrolling column in a widget that makes
+  Textual strips only for the lines painted (Textual's line API: ``render_line``; a ``Static`` of
+  the lines makes strips for every line of a slice, ~100-400, and its worst gap was 54-106 ms on
+  a 2-vCPU Xeon, above the chat's own, which draws only the lines in view: not a floor), and the
+  column scrolled to its end; the next slice begins once the screen has refreshed (a
+  slice a frame, as the chat shows one before it renders the next). Nothing is rendered twice:
+  no live tail re-rendered, no segment re-laid out; what is mounted is never touched again; a
+  slice cut inside a Markdown block renders as a document of its own (the floor does not even
+  keep the Markdown right across a cut). Full collections wait while it grows, as the chat's
+  do (gc_policy.py). Its worst event-loop gap (the same ``GapWatcher``) is a floor for the
+  chat's burst: any chat on this Textual and Rich that shows these slices as Markdown, one a
+  frame, parses, renders, lays out and paints at least this much. It leaves out two things the
+  chat cannot: the tokens' hand-over from the generating thread (16,000 pieces in the burst's
+  first ~0.1 s, which share the interpreter with the first frames), and the prompt's message.
 
 Every Textual app here, the chat's and the bare ones, draws at the chat's frame rate
 (app/tui/frame_rate.py). The table at the end gives, per figure, the target scaled to this host
@@ -232,6 +253,96 @@ async def textual_growing(kind: str, steps: int = 40, presses: int = 30) -> dict
     return {"gap_ms": watcher.worst * 1000, "keypress_ms": keys.figures()["worst_ms"]}
 
 
+async def markdown_slices(slices: list[str]) -> dict[str, float]:
+    """The least a Markdown chat does with the burst's ``slices`` (see the module doc): each
+    rendered once as Rich Markdown in a worker thread, its lines mounted once at the end of a
+    scrolling column (a widget that makes strips only for the lines painted), the column
+    scrolled to its end, one a frame; its worst event-loop gap."""
+    from rich.markdown import Markdown
+    from rich.segment import Segment
+    from textual.app import App, ComposeResult
+    from textual.containers import VerticalScroll
+    from textual.strip import Strip
+    from textual.widget import Widget
+    from textual.widgets import Footer, TextArea
+
+    from bench_tui import GapWatcher
+
+    class Lines(Widget):
+        """Lines already rendered by Rich: Textual's line API, a strip made per line painted."""
+
+        DEFAULT_CSS = "Lines { height: auto; }"
+
+        def __init__(self, lines: list[list[Segment]], width: int) -> None:
+            super().__init__()
+            self.lines = lines
+            self.line_width = width
+
+        def get_content_height(self, container, viewport, width: int) -> int:
+            return len(self.lines)
+
+        def render_line(self, y: int) -> Strip:
+            if y < len(self.lines):
+                return Strip(self.lines[y], self.line_width)
+            return Strip.blank(self.line_width)
+
+    class Column(App):
+        def compose(self) -> ComposeResult:
+            yield VerticalScroll(id="column")
+            yield TextArea(id="input")
+            yield Footer()
+
+    app = Column()
+    thresholds = gc.get_threshold()
+    try:
+        async with app.run_test(size=(COLS, ROWS)) as pilot:
+            column = app.query_one("#column", VerticalScroll)
+            await pilot.pause()
+            gc.collect()
+            gc.freeze()
+            # While it grows, as the chat's full collections wait while a reply streams.
+            gc.set_threshold(thresholds[0], thresholds[1], 1 << 30)
+            watcher = GapWatcher()
+            watcher.start()
+            for text in slices:
+                # The column's width less its vertical scrollbar, which the chat's text leaves too.
+                width = column.size.width - column.styles.scrollbar_size_vertical
+                options = app.console.options.update_width(width)
+                lines = await asyncio.to_thread(
+                    app.console.render_lines, Markdown(text), options, pad=False
+                )
+                await column.mount(Lines(lines, width))
+                column.scroll_end(animate=False)
+                await app.screen.wait_for_refresh()
+            await asyncio.sleep(0.1)
+            await watcher.stop()
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    return {"gap_ms": watcher.worst * 1000, "slices": len(slices)}
+
+
+def chat_burst(pieces: list[str]) -> tuple[dict[str, float], list[str]]:
+    """``bench_tui.ui_run``'s burst, and the slices the chat appended to its reply in it (one
+    per call of ``AssistantMessage.append``, in order)."""
+    import bench_tui
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+
+    slices: list[str] = []
+    original = AssistantMessage.append
+
+    async def noted(self, text: str) -> None:
+        slices.append(text)
+        await original(self, text)
+
+    AssistantMessage.append = noted  # type: ignore[method-assign]
+    try:
+        burst = asyncio.run(bench_tui.ui_run(pieces))
+    finally:
+        AssistantMessage.append = original  # type: ignore[method-assign]
+    return burst, slices
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -305,20 +416,24 @@ def main() -> None:
         for r in range(args.rounds):
             static = asyncio.run(textual_growing("static"))
             log = asyncio.run(textual_growing("log"))
-            burst = asyncio.run(bench_tui.ui_run(pieces))
+            burst, slices = chat_burst(pieces)
+            floor = asyncio.run(markdown_slices(slices))
             presses = asyncio.run(bench_tui.keypress_run(keys, 500, 30))
             note("static_gap", static["gap_ms"])
             note("static_key", static["keypress_ms"])
             note("log_gap", log["gap_ms"])
             note("log_key", log["keypress_ms"])
             note("chat_gap", burst["worst_gap_ms"])
+            note("slices_gap", floor["gap_ms"])
             note("chat_key", presses["worst_ms"])
             print(
                 f"  round {r + 1}: Textual, a paragraph mounted and scrolled every 67 ms: "
                 "worst gap "
                 f"{static['gap_ms']:.1f} ms, worst keypress {static['keypress_ms']:.1f} ms "
                 "| Textual's Log: "
-                f"{log['gap_ms']:.1f} ms, {log['keypress_ms']:.1f} ms | the chat: burst's "
+                f"{log['gap_ms']:.1f} ms, {log['keypress_ms']:.1f} ms | the burst's "
+                f"{floor['slices']:.0f} slices as Markdown, one a frame: "
+                f"{floor['gap_ms']:.1f} ms | the chat: burst's "
                 "worst gap "
                 f"{burst['worst_gap_ms']:.1f} ms, worst keypress at 500 tok/s "
                 f"{presses['worst_ms']:.1f} ms "
@@ -352,6 +467,14 @@ def main() -> None:
             1,
         ),
         ("worst event-loop gap, ms", "gap", "log_gap", "Textual's Log", "chat_gap", 1),
+        (
+            "worst event-loop gap, ms",
+            "gap",
+            "slices_gap",
+            "the burst's slices as Markdown, a slice a frame",
+            "chat_gap",
+            1,
+        ),
         (
             "worst keypress to screen, ms",
             "keypress",

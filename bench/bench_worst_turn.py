@@ -8,8 +8,10 @@ as it comes, ``GapWatcher``'s worst gap) is run again with hooks in this process
   runs one after the other) is timed, wall and the main thread's CPU, and the turns longer
   than ``--slow`` ms are kept with what ran in them: the callbacks (a task's coroutine, a
   timer's function), the Textual messages dispatched, the time in the named sections below,
-  the garbage collections, and how long a worker thread rendered Markdown meanwhile (the
-  interpreter's lock is then shared: a turn's wall time above its CPU time);
+  the garbage collections, how long a worker thread rendered Markdown meanwhile, and the CPU
+  time the reply's generating thread (``Replies._generate``: the burst's 16,000 pieces, handed
+  over as fast as they come) took meanwhile (the interpreter's lock is then shared: a turn's wall
+  time above its CPU time);
 - the sections: the screen's update (``Screen._on_timer_update``: layout, compositor, the
   frame written), its layout (``Screen._refresh_layout``, the compositor's ``reflow``), the
   compositor's paint (``Compositor.render_update``), the reply's ``append`` and the Markdown
@@ -66,6 +68,7 @@ from bench_tui import (  # noqa: E402
     until_settled,
 )
 from vibechat.app.tui import create_app, freeze_startup_objects  # noqa: E402
+from vibechat.app.tui.controllers.replies import Replies  # noqa: E402
 from vibechat.app.tui.conversation import assistant_message, markdown_segment  # noqa: E402
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage  # noqa: E402
 
@@ -87,6 +90,8 @@ class Turn:
         }
         self.tally: Counter[str] = Counter()
         self.worker_ms = 0.0
+        # CPU the reply's generating thread took during the turn.
+        self.generating_ms = 0.0
         self.reply_chars = 0
         self.profile: str = ""
 
@@ -106,6 +111,8 @@ class Recorder:
         self.open_sections: set[str] = set()
         # A worker thread's render under way since (None: none).
         self.worker_since: float | None = None
+        # The CPU clock of the reply's generating thread (None: not started yet).
+        self.generating_clock: int | None = None
         self.app: Any = None
         # The screen's updates of 1 ms or more: how many, how many of them while a worker
         # thread rendered Markdown, and their CPU (ms) then.
@@ -159,6 +166,7 @@ class Recorder:
             recorder.turns += 1
             turn = recorder.turn = Turn(recorder.turns)
             profiler = cProfile.Profile() if recorder.profile else None
+            generating = recorder.generating_cpu()
             start, cpu = time.perf_counter(), time.thread_time()
             if profiler is not None:
                 profiler.enable()
@@ -169,6 +177,9 @@ class Recorder:
                     profiler.disable()
                 turn.wall = time.perf_counter() - start - turn.sections.pop("select", 0.0)
                 turn.cpu = time.thread_time() - cpu
+                if generating is not None:
+                    turn.generating_ms = (recorder.generating_cpu() or generating) - generating
+                    turn.generating_ms *= 1000
                 if turn.sections.get("screen update", 0.0) >= 0.001:
                     recorder.note_frame(turn, recorder.overlap(start, start + turn.wall))
                 recorder.name(turn)
@@ -198,6 +209,16 @@ class Recorder:
         if named is not None:
             turn.reply_chars = self.reply_chars()
             self.named.append((named, turn))
+
+    def generating_cpu(self) -> float | None:
+        """CPU seconds the reply's generating thread has used (None: none runs)."""
+        if self.generating_clock is None:
+            return None
+        try:
+            return time.clock_gettime(self.generating_clock)
+        except OSError:  # the thread ended
+            self.generating_clock = None
+            return None
 
     def overlap(self, start: float, end: float) -> float:
         """Seconds of ``start``-``end`` in which a worker thread rendered Markdown."""
@@ -242,6 +263,7 @@ def install(recorder: Recorder, light: bool = False) -> None:
     Screen._on_timer_update = recorder.section("screen update")(Screen._on_timer_update)
     install_select(recorder)
     install_worker_spans(recorder)
+    install_generating(recorder)
     if not light:
         install_counts(recorder)
 
@@ -275,6 +297,20 @@ def install_worker_spans(recorder: Recorder) -> None:
 
     markdown_segment.prepare = prepared
     assistant_message.prepare = prepared
+
+
+def install_generating(recorder: Recorder) -> None:
+    """The reply's generating thread, whose CPU clock each turn reads."""
+    generate = Replies._generate
+
+    def noted(self, *args, **kwargs):
+        recorder.generating_clock = time.pthread_getcpuclockid(threading.get_ident())
+        try:
+            return generate(self, *args, **kwargs)
+        finally:
+            recorder.generating_clock = None
+
+    Replies._generate = noted  # type: ignore[method-assign]
 
 
 def install_counts(recorder: Recorder) -> None:
@@ -450,7 +486,8 @@ def summary(turn: Turn) -> str:
     top = ", ".join(f"{name} {n}" for name, n in painted.most_common(4))
     return (
         f"  turn {turn.index:5}: {turn.wall * 1000:5.1f} ms wall, {turn.cpu * 1000:5.1f} ms CPU "
-        f"(a worker rendering {turn.worker_ms:4.1f} ms of it) | {sections} "
+        f"(a worker rendering {turn.worker_ms:4.1f} ms of it; the generating thread's CPU "
+        f"{turn.generating_ms:4.1f} ms) | {sections} "
         f"| lines painted {sum(painted.values())} ({top}) "
         f"| reply {turn.reply_chars} chars"
     )
@@ -461,6 +498,7 @@ def report(turn: Turn) -> list[str]:
     lines = [
         f"turn {turn.index}: {turn.wall * ms:.1f} ms wall, {turn.cpu * ms:.1f} ms CPU of the "
         f"loop's thread; a worker thread rendered Markdown {turn.worker_ms:.1f} ms of it; "
+        f"the reply's generating thread used {turn.generating_ms:.1f} ms of CPU meanwhile; "
         f"reply at {turn.reply_chars} characters"
     ]
     if turn.sections:

@@ -6,7 +6,13 @@ the layout), and scanning them costs tens of milliseconds: felt as stutter in a
 streaming reply or a delayed keypress (docs/PERFORMANCE.md, the TUI section).
 ``gc.freeze()`` moves everything alive into a permanent generation the collector
 skips. The chat does it twice: before it opens (modules and bindings), and once
-the model is ready and the first screen is up (the app's long-lived objects).
+the model is ready and the first screen is up (the app's long-lived objects), after
+the Markdown's warm-up (``hold_startup_freeze``): the modules, lexers and caches it
+builds then (~5,000 tracked objects) live as long as the chat too. Frozen before it,
+they were left in the young generations, scanned by the collections the first reply's
+frames ran, then by every full collection. Should a reply stream by then (a prompt sent
+while the model loaded), the freeze collects only the young generations first: a full
+collection is what the reply defers (below).
 Freezing per reply would keep whatever is removed later out of cyclic collection,
 so it is done only for what lives as long as the chat.
 
@@ -40,10 +46,53 @@ ENDED_S = 1.0
 DEFERRED = 1 << 30
 
 
+class _StartupFreeze:
+    """The freeze once the model is ready waits while something that lives as long as the chat
+    is being built (the Markdown's warm-up, in a worker): held, a freeze asked meanwhile is
+    owed, and runs when the hold is released."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.owed = False
+
+    def freeze(self) -> None:
+        if self.held:
+            self.owed = True
+            return
+        self.owed = False
+        # A reply streaming (a prompt sent while the model loaded): no full collection in it
+        # (~60 ms at that point); the young generations only, the older garbage frozen with
+        # the rest, once (the few cycles left since the freeze before the screen opened).
+        gc.collect(1 if full_collections_deferred() else 2)
+        gc.freeze()
+
+    def hold(self) -> None:
+        self.held = True
+
+    def release(self) -> None:
+        self.held = False
+        if self.owed:
+            self.freeze()
+
+
+_startup_freeze = _StartupFreeze()
+
+
 def freeze_startup_objects() -> None:
-    """Collect once, then move everything alive out of the collector's sight."""
-    gc.collect()
-    gc.freeze()
+    """Collect once, then move everything alive out of the collector's sight (once the hold,
+    if any, is released: ``hold_startup_freeze``)."""
+    _startup_freeze.freeze()
+
+
+def hold_startup_freeze() -> None:
+    """The model is ready and the Markdown's warm-up is coming: the freeze waits for it
+    (``release_startup_freeze``), so that what it builds is frozen too."""
+    _startup_freeze.hold()
+
+
+def release_startup_freeze() -> None:
+    """The warm-up ended: a freeze asked meanwhile runs now."""
+    _startup_freeze.release()
 
 
 class _Deferral:

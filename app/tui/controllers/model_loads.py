@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from vibechat.engine.errors import VibechatError
 
 from ..conversation.markdown_segment import warm_up as warm_up_markdown
+from ..gc_policy import hold_startup_freeze, release_startup_freeze
 from .events import ModelFailed, ModelProgress, ModelReady, ModelWarmUp
 from .host import ChatHost
 
@@ -49,6 +50,8 @@ class ModelLoads:
             log.exception("model load failed")
             post(ModelFailed(f"unexpected error while loading the model: {exc}"))
         else:
+            # The freeze once the model is ready (gc_policy) waits for the warm-up's objects.
+            hold_startup_freeze()
             post(ModelReady(info))
             # Handled after ModelReady: the app's messages keep their order.
             post(ModelWarmUp())
@@ -57,14 +60,24 @@ class ModelLoads:
         """Once the frame that says the model is ready is drawn, while the user types the first
         prompt: the Markdown's first render (its imports and caches, ~60 ms) in a worker. Begun
         in the load's worker as soon as the model was ready, it shared the interpreter with
-        the UI thread's handling and drawing of ``ready``, and delayed it."""
+        the UI thread's handling and drawing of ``ready``, and delayed it. What it builds (its
+        modules, lexers and caches) lives as long as the chat: the startup freeze, held since
+        the model was ready, runs after it, on the UI thread after a frame (gc_policy)."""
         host = self.host
+
+        def work() -> None:
+            try:
+                warm_up_markdown(host.console, host.code_theme())
+            finally:
+                # Posted from this thread (a message: thread-safe, and it never waits).
+                try:
+                    host.call_after_refresh(release_startup_freeze)
+                # The app closed meanwhile: nothing to freeze for.
+                except RuntimeError:
+                    pass
+
         host.call_after_refresh(
-            host.run_worker,
-            lambda: warm_up_markdown(host.console, host.code_theme()),
-            thread=True,
-            group="warm-up",
-            exit_on_error=False,
+            host.run_worker, work, thread=True, group="warm-up", exit_on_error=False
         )
 
     def progress(self, message: ModelProgress) -> None:

@@ -210,6 +210,12 @@ class CachedMarkdown:
     def rendered(self, console: Console, options: ConsoleOptions) -> _Rendered:
         key = (options.max_width, options.justify, options.overflow, options.no_wrap)
         rendered = self._renders.get(key)
+        if rendered is None and not self.text:
+            # No lines, as Rich renders it, without importing and building a Markdown parser: a
+            # reply is laid out before its first words (a prompt sent while the model loads:
+            # before the warm-up, the import landed on the event loop, ~55 ms in that frame).
+            self._ends_with_rule = False
+            rendered = self._renders[key] = _Rendered([])
         if rendered is None:
             markdown = chat_markdown(self.text, self.code_theme)
             self._ends_with_rule = markdown.ends_with_rule

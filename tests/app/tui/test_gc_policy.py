@@ -96,3 +96,59 @@ def test_a_deferral_that_no_render_renews_lapses_at_the_next_collection(threshol
         deferral.allow()
         if deferral._on_collection in gc.callbacks:
             gc.callbacks.remove(deferral._on_collection)
+
+
+async def test_the_freeze_once_the_model_is_ready_runs_after_the_markdown_warm_up(monkeypatch):
+    """The chat freezes what it built once the model is ready (``freeze_gc``), and the Markdown's
+    warm-up, in a worker after the ``ready`` frame, builds modules, lexers and caches that live as
+    long as the chat: the freeze waits for it, so they leave the collector's sight too. Frozen
+    before it, they stayed in the young generations, scanned by the first reply's collections."""
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.controllers import model_loads
+
+    events: list[str] = []
+    warm_up = model_loads.warm_up_markdown
+
+    def warming(*args):
+        warm_up(*args)
+        events.append("warm-up ended")
+
+    monkeypatch.setattr(model_loads, "warm_up_markdown", warming)
+    # The collector itself is left alone: the test process keeps collecting what it makes.
+    monkeypatch.setattr(gc_policy.gc, "collect", lambda *args: 0)
+    monkeypatch.setattr(gc_policy.gc, "freeze", lambda: events.append("frozen"))
+    app = create_app(RecordingBackend(), save=False, freeze_gc=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: len(events) == 2, "the warm-up and the freeze")
+    assert events == ["warm-up ended", "frozen"]
+
+
+def test_the_startup_freeze_runs_no_full_collection_while_a_reply_streams(monkeypatch):
+    """A prompt sent while the model loads streams its reply as the freeze comes (after the
+    warm-up): the freeze collects only the young generations then, not all of them (a full
+    collection, ~60 ms there, is what ``defer_full_collections`` keeps out of a reply)."""
+    generations: list[int] = []
+
+    def collected(phase: str, info: dict) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    # The test process's own objects stay in the collector's sight.
+    monkeypatch.setattr(gc_policy.gc, "freeze", lambda: None)
+    freeze = gc_policy._StartupFreeze()
+    gc_policy.defer_full_collections()
+    gc.callbacks.append(collected)
+    try:
+        freeze.freeze()
+    finally:
+        gc.callbacks.remove(collected)
+    assert generations == [1]
+    gc_policy.allow_full_collections(0)
+    gc.callbacks.append(collected)
+    try:
+        freeze.freeze()
+    finally:
+        gc.callbacks.remove(collected)
+    assert generations == [1, 2]  # no reply: everything collected first, as before
