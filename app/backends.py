@@ -90,7 +90,11 @@ def make_backend(
         check_model_path(model)
 
         return WorkerBackend(options, ahead)
-    # Loads libllama: only where the model runs here.
+    # Loads libllama: only where the model runs here; its bindings alone, as the engine process
+    # imports them (llama-cpp-python's high-level half, and numpy with it, only on first use).
+    from vibechat.engine.llama.worker_child import import_bindings_only
+
+    import_bindings_only()
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
 
     return LlamaCppBackend(options)

@@ -34,6 +34,31 @@ def test_streams_reply_to_stdout_on_the_starter_model(starter_installed, ramblin
     assert "16 tokens" in out.stderr and "tokens/s" in out.stderr
 
 
+def test_a_run_on_a_local_model_imports_llama_cpps_bindings_alone(starter_installed):
+    """`run` drives the model here through llama.cpp's C API (the bindings), as the engine
+    process does: llama-cpp-python's high-level half (``llama_cpp.llama``, numpy with it: 0.3 s
+    of each run's start on a 2-core host) is never imported. Python's own import log says so."""
+    out = vibechat(
+        "run",
+        "-p",
+        "Name a colour.",
+        "-n",
+        "2",
+        "--ctx",
+        "512",
+        "--no-save",
+        env={"PYTHONPROFILEIMPORTTIME": "1"},
+    )
+    assert out.returncode in (0, 4), out.stderr[-2000:]  # 4: an empty reply (the starter's choice)
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in out.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "llama_cpp.llama_cpp" in imported  # the model ran in this process
+    assert "llama_cpp.llama" not in imported and "numpy" not in imported
+
+
 def test_engine_flags_and_the_kv_cache_type_are_applied_and_reported(starter_installed):
     """One run checks every engine flag, the KV-cache type's report included (a run each cost a
     model load each)."""

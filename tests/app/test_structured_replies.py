@@ -221,33 +221,62 @@ def one_run(fmt_args: tuple[str, ...], *args: str):
     return out, obj
 
 
+SEEDS = range(1, 7)
+
+
 @pytest.mark.parametrize("prompt_format", ["completion", "gemma"])
 def test_a_reply_said_complete_parses_and_validates_on_every_seed(
     starter_installed, tmp_path, prompt_format
 ):
     """The issue's command on seeds 1-6: whatever the starter writes on this CPU, a reply said to
-    be complete (exit 0) parses and matches the schema; one that is not exits 3 with one line."""
+    be complete parses and matches the schema; one that is not says so in one line, and the run
+    exits 3. The six seeds are the lines of one prompts file (one process, one model load, not
+    six): each line is a conversation of its own with its own seed, evaluated from an empty
+    cache (--no-prefix-cache: the same reply as a run of its own), judged as `run` judges its
+    reply, its line on stderr named by its line number (tests/engine/chat/test_batch.py). A
+    single run's exit statuses, 0 complete and 3 with one line: the test below, and
+    tests/engine/settings/test_structured.py's test_a_complete_structured_reply_exits_0_and_says_so
+    and test_run_cut_by_max_tokens_before_the_json_is_complete_is_no_success."""
     schema = tmp_path / "person.json"
     schema.write_text(json.dumps(PERSON))
-    for seed in range(1, 7):
-        out, obj = one_run(
-            ("--prompt-format", prompt_format),
-            "--json-schema",
-            str(schema),
-            "-p",
-            "Describe a fictional person.",
-            "-n",
-            "200",
-            "--seed",
-            str(seed),
+    prompts = tmp_path / "seeds.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"prompt": "Describe a fictional person.", "seed": seed}) + "\n"
+            for seed in SEEDS
         )
+    )
+    out = vibechat(
+        "run",
+        "--prompt-format",
+        prompt_format,
+        "--json-schema",
+        str(schema),
+        "--prompts-file",
+        str(prompts),
+        "-n",
+        "200",
+        "--no-save",
+        "--no-prefix-cache",
+    )
+    replies = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["line"], r["params"]["seed"]) for r in replies] == [
+        (i, seed) for i, seed in enumerate(SEEDS, 1)
+    ], out.stderr
+    said_lines = out.stderr.splitlines()
+    for obj in replies:
+        seed = obj["params"]["seed"]
         said = (seed, obj["text"], obj["finish_reason"], obj["structured_output"], out.stderr)
+        its_lines = [line for line in said_lines if f" line {obj['line']}: " in line]
         if obj["structured_output"] == "complete":
-            assert out.returncode == 0, said
+            assert its_lines == [], said
             assert schema_errors(json.loads(obj["text"]), PERSON) == [], said
         else:
-            assert out.returncode == 3 and len(out.stderr.strip().splitlines()) == 1, said
+            assert len(its_lines) == 1, said
             assert obj["structured_output"] in ("incomplete", "invalid"), said
+    whole = all(obj["structured_output"] == "complete" for obj in replies)
+    assert out.returncode == (0 if whole else 3), out.stderr
+    assert len(said_lines) == sum(obj["structured_output"] != "complete" for obj in replies)
 
 
 @pytest.mark.parametrize("prompt_format", ["completion", "gemma"])

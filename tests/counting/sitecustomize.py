@@ -4,7 +4,9 @@ process the tests start (this folder is then on ``PYTHONPATH``) and the test pro
 append one line per event to ``path``: ``<event>\t<test id>``, where the event is ``vibechat``
 (a ``vibechat`` command started), ``engine`` (an engine process, worker_child, started) or
 ``load`` (a GGUF loaded through ``llama_model_load_from_file``), and the test id is pytest's
-``PYTEST_CURRENT_TEST`` inherited through the environment. Never imported by the product;
+``PYTEST_CURRENT_TEST`` inherited through the environment; ``tokens`` lines carry a third
+field, the tokens one ``llama_decode`` evaluated (prompt and reply tokens alike: the work a
+test's replies cost, whatever the machine's load). Never imported by the product;
 without the variable this module does nothing. tests/counting/report.py sums the lines."""
 
 from __future__ import annotations
@@ -13,32 +15,42 @@ import os
 import sys
 
 
-def record(event: str) -> None:
-    """Append ``event`` with the current test's id (one short write: O_APPEND keeps lines whole
-    when several processes write at once)."""
+def record(event: str, count: int | None = None) -> None:
+    """Append ``event`` with the current test's id, and ``count`` when given (one short write:
+    O_APPEND keeps lines whole when several processes write at once)."""
     path = os.environ.get("TESTS_COUNTS_FILE")
     if not path:
         return
     test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+    extra = "" if count is None else f"\t{count}"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, f"{event}\t{test}\n".encode())
+        os.write(fd, f"{event}\t{test}{extra}\n".encode())
     finally:
         os.close(fd)
 
 
 def _wrap_load(module) -> None:
-    """Count each call of the module's ``llama_model_load_from_file`` (once per module)."""
+    """Count each call of the module's ``llama_model_load_from_file``, and the tokens each
+    ``llama_decode`` evaluates (wrapped once per module)."""
     real = getattr(module, "llama_model_load_from_file", None)
-    if real is None or getattr(real, "_counted", False):
-        return
+    if real is not None and not getattr(real, "_counted", False):
 
-    def counted(*args, **kwargs):
-        record("load")
-        return real(*args, **kwargs)
+        def counted(*args, **kwargs):
+            record("load")
+            return real(*args, **kwargs)
 
-    counted._counted = True  # type: ignore[attr-defined]
-    module.llama_model_load_from_file = counted
+        counted._counted = True  # type: ignore[attr-defined]
+        module.llama_model_load_from_file = counted
+    decode = getattr(module, "llama_decode", None)
+    if decode is not None and not getattr(decode, "_counted", False):
+
+        def decoded(ctx, batch):
+            record("tokens", int(batch.n_tokens))
+            return decode(ctx, batch)
+
+        decoded._counted = True  # type: ignore[attr-defined]
+        module.llama_decode = decoded
 
 
 # The bindings module and the package: the engine process builds its package from the bindings
