@@ -20,6 +20,13 @@ parameters' changes and nudge keys (``param_changes.py``), the config file
 Outside text (model names, server errors, titles, paths) is never read as markup:
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
 notifications are handled by the base, ``OutsideTextApp``.
+
+What the first frame does not draw is imported after it (tests/app/test_startup.py): ``/compare``'s
+controller (``Comparisons``, with its workers, side tools and the pair engine) is built in
+``_after_first_frame``, or on first use if a key or a prompt asks for it before (the ``comparisons``
+property); the slash commands' table (``slash_commands.py``) is imported by the first slash
+command; the palette's lists and the dialogs, when first opened (``bound_keys.py``,
+``actions.py``). Imports inside functions here are those, deliberate.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from __future__ import annotations
 import gc
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -47,11 +54,9 @@ from ... import slash
 from ...appconfig import chat_settings, load_app_config
 from ...terminal import SignalExit
 from ..chat_state import ChatState
-from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
 from ..controllers.branches import Branches
 from ..controllers.compactions import Compactions
-from ..controllers.comparisons import Comparisons
 from ..controllers.conversations import Conversations, OverSaved
 from ..controllers.copies import Copies
 from ..controllers.lens import Lens
@@ -83,6 +88,9 @@ from .outside_app import OutsideTextApp
 from .param_changes import ParamChanges
 from .side_panels import SidePanels
 from .theme_choice import ThemeChoice
+
+if TYPE_CHECKING:
+    from ..controllers.comparisons import Comparisons
 
 # Seconds: the footer shows the Stop key this long after a reply starts (``_state_changed``).
 FOOTER_DELAY_S = 0.25
@@ -173,8 +181,8 @@ class VibechatApp(
         self.links = Links(self)
         self.copies = Copies(self)
         self.lens = Lens(self, lambda: self.query_one(TokenLens))
-        # /compare: two replies side by side.
-        self.comparisons = Comparisons(self)
+        # /compare: two replies side by side (built after the first frame: ``comparisons``).
+        self._comparisons: Comparisons | None = None
         self.param_changes = ParamChanges(
             self, self.session, lambda: self.panel, self.state, self.lens.show_params
         )
@@ -196,7 +204,6 @@ class VibechatApp(
             **self.key_router.handlers(),
             **self.lens.handlers(),
             **self.paths.handlers(),
-            **self.comparisons.handlers(),
         }
         self._register_themes()
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
@@ -221,6 +228,22 @@ class VibechatApp(
         # A child of the screen itself: ``closing`` looks there.
         yield StatusBar(self.state, id="status")
         yield KeysFooter()
+
+    @property
+    def comparisons(self) -> Comparisons:
+        """``/compare``'s controller (built after the first frame, or on first use)."""
+        return self._build_comparisons()
+
+    def _build_comparisons(self) -> Comparisons:
+        """``/compare``'s controller, built once: by ``_after_first_frame``, or by whatever asks
+        for it first (a key, a prompt, a slash command), and its messages routed from then on.
+        None of them comes before: each is sent by a comparison it started, or by its view."""
+        if self._comparisons is None:
+            from ..controllers.comparisons import Comparisons
+
+            self._comparisons = Comparisons(self)
+            self.routes.update(self._comparisons.handlers())
+        return self._comparisons
 
     @property
     def backend(self) -> Backend:
@@ -290,6 +313,8 @@ class VibechatApp(
     def _after_first_frame(self) -> None:
         # The chat's start paused the collector until now (run_tui); else, already on.
         gc.enable()
+        # Built now, unless something asked for it already.
+        self._build_comparisons()
         self.chats.list_history()
         self.tool_rounds.list_tools()
 
@@ -300,7 +325,8 @@ class VibechatApp(
         ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
         for a model with slow steps is not waited for)."""
         # A comparison's side B keeps what it wrote (side A is the session's reply).
-        self.comparisons.abandon()
+        if self._comparisons is not None:
+            self._comparisons.abandon()
         self.session.abandon()
         self.tool_rounds.abandon()
         quit_engine = getattr(self.session.backend, "quit", None)
@@ -333,6 +359,8 @@ class VibechatApp(
     async def _on_submit(self, message: PromptInput.Submitted) -> None:
         command = slash.parse(message.text)
         if command is not None:
+            from ..controllers import slash_commands
+
             await slash_commands.run(self, command)
         else:
             await self.replies.send(slash.unescape(message.text))
