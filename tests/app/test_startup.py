@@ -722,7 +722,7 @@ async def test_a_compare_asked_for_before_the_first_frame_is_armed_not_lost(monk
 
     def first_frame_done(app):
         frames.append(1)
-        after(app)
+        return after(app)
 
     def made(controller, host):
         if not typed:
@@ -741,3 +741,59 @@ async def test_a_compare_asked_for_before_the_first_frame_is_armed_not_lost(monk
         assert built == ["by the /compare"]
         assert app.comparisons.armed is not None
         assert "1.5" in app.state.compare, app.state.compare
+
+
+async def test_the_hidden_panels_are_mounted_after_the_first_frame_with_what_came_before(
+    monkeypatch,
+):
+    """The conversation list, the token lens and the parameter panel are hidden at start: the
+    first frame is drawn without them, and they are mounted right after it, in their places.
+    What came before (here, as the screen mounts: a /set, then F2, h and i typed ahead, the
+    model's load) is not lost: the keys wait for the panel and come in their order once it is
+    there: the panel opens, "hi" is in the input, and the panel shows the new temperature and
+    the loaded model's GPU layers."""
+    from textual import events
+    from textual.widgets import Static
+
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.shell.app import VibechatApp
+    from vibechat.app.tui.widgets.param_panel import ParamPanel
+    from vibechat.app.tui.widgets.prompt_input import PromptInput
+    from vibechat.app.tui.widgets.slider import Slider
+
+    hidden = "#sidebar, #lens, #params"
+    typed: list[float] = []
+    at_first_frame: list[list[str]] = []
+    display, mount = VibechatApp._display, VibechatApp.on_mount
+
+    def first_display(app, screen, renderable):
+        if not at_first_frame:
+            at_first_frame.append([str(w.id) for w in app.query(hidden)])
+        display(app, screen, renderable)
+
+    async def mounted(app):
+        mount(app)
+        await app._on_submit(PromptInput.Submitted("/set temperature 1.5"))
+        typed.append(app.conversation.params.temperature)
+        for key, character in (("f2", None), ("h", "h"), ("i", "i")):
+            app.post_message(events.Key(key, character))
+
+    monkeypatch.setattr(VibechatApp, "_display", first_display)
+    monkeypatch.setattr(VibechatApp, "on_mount", mounted)
+    app = create_app(RecordingBackend(), save=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        panel = lambda: app.query(ParamPanel)  # noqa: E731
+        await wait_for(pilot, lambda: panel() and panel().first().is_mounted, "the panel")
+        await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+        await pilot.pause()
+        assert at_first_frame == [[]]
+        assert [w.id for w in app.query_one("#body").children] == ["sidebar", "main", "params"]
+        assert [w.id for w in app.query_one("#main").children] == ["chat", "lens", "tray", "input"]
+        await wait_for(pilot, lambda: app.prompt_input.text == "hi", "the keys typed ahead")
+        assert app.panel.has_class("-visible")
+        assert typed == [1.5]
+        assert app.query_one("#slider-temperature", Slider).value == 1.5
+        hint = app.query_one("#gpu-hint", Static)
+        assert str(hint.content) and str(hint.content) != "Waiting for the model.", hint.content

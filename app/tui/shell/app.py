@@ -21,12 +21,17 @@ Outside text (model names, server errors, titles, paths) is never read as markup
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
 notifications are handled by the base, ``OutsideTextApp``.
 
-What the first frame does not draw is imported after it (tests/app/test_startup.py): ``/compare``'s
-controller (``Comparisons``, with its workers, side tools and the pair engine) is built in
-``_after_first_frame``, or on first use if a key or a prompt asks for it before (the ``comparisons``
-property); the slash commands' table (``slash_commands.py``) is imported by the first slash
-command; the palette's lists and the dialogs, when first opened (``bound_keys.py``,
-``actions.py``). Imports inside functions here are those, deliberate.
+What the first frame does not draw waits for it (``_after_first_frame``;
+tests/app/test_startup.py), so that the first frame lays out, styles and imports only what it
+shows. The widgets hidden at start (the conversation list, the token lens, the parameter panel)
+are made with the app and mounted right after the first frame: the controllers set them as ever
+before that and each shows what it was given once mounted, and the keys and pastes that come
+before wait for them, handled in their order then (``_mount_hidden``). ``/compare``'s
+controller (``Comparisons``, with its workers, side tools and the pair engine) is built then too,
+or on first use if a key or a prompt asks for it before (the ``comparisons`` property). The slash
+commands' table (``slash_commands.py``) is imported by the first slash command; the palette's
+lists and the dialogs, when first opened (``bound_keys.py``, ``actions.py``). Imports inside
+functions here are those, deliberate.
 """
 
 from __future__ import annotations
@@ -165,6 +170,15 @@ class VibechatApp(
         # The real chat's signal handling (terminal.py).
         self._signal_exit = SignalExit(self) if exit_on_signals else None
         self.state = ChatState(self)
+        # Hidden at start, mounted after the first frame (``_after_first_frame``): the conversation
+        # list, the token lens and the sampling parameters' panel. Set as ever before that (they
+        # show what they were given once mounted).
+        self._sidebar = ConversationSidebar(id="sidebar")
+        self._lens_view = TokenLens(self.conversation.params, id="lens")
+        self._panel = ParamPanel(self.conversation.params, id="params")
+        # Keys and pastes that come until then wait for them (None: mounted). A list that only
+        # grows for as long as the first frame takes to draw.
+        self._early_input: list[events.Event] | None = []
         self.replies = Replies(self)
         self.model_loads = ModelLoads(self)
         self.queued = QueuedPrompts(self)
@@ -180,7 +194,7 @@ class VibechatApp(
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
         self.copies = Copies(self)
-        self.lens = Lens(self, lambda: self.query_one(TokenLens))
+        self.lens = Lens(self, lambda: self._lens_view)
         # /compare: two replies side by side (built after the first frame: ``comparisons``).
         self._comparisons: Comparisons | None = None
         self.param_changes = ParamChanges(
@@ -216,15 +230,13 @@ class VibechatApp(
         # The config's problems, until fixed or hidden.
         yield ConfigBar(id="config-bar")
         with Horizontal(id="body"):
-            yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
-                # The token lens on a reply, in the chat's place while it is open (F12).
-                yield TokenLens(self.conversation.params, id="lens")
+                # The token lens on a reply goes here, in the chat's place while it is open
+                # (F12; mounted after the first frame).
                 # What the next prompt carries (hidden while nothing).
                 yield AttachmentTray(id="tray")
                 yield PromptInput(self.state, id="input", blink=self.blink)
-            yield ParamPanel(self.conversation.params, id="params")
         # A child of the screen itself: ``closing`` looks there.
         yield StatusBar(self.state, id="status")
         yield KeysFooter()
@@ -280,11 +292,14 @@ class VibechatApp(
 
     @property
     def panel(self) -> ParamPanel:
-        return self.query_one(ParamPanel)
+        """The parameter panel: set (``params``, ``show_model``) as ever, also before it is
+        mounted after the first frame; it shows what it was given once it is."""
+        return self._panel
 
     @property
     def sidebar(self) -> ConversationSidebar:
-        return self.query_one(ConversationSidebar)
+        """The conversation list (set as ever before it is mounted after the first frame)."""
+        return self._sidebar
 
     def on_load(self) -> None:
         """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q
@@ -307,16 +322,35 @@ class VibechatApp(
         self.model_loads.load()
         # What the first frame does not draw waits for it: the history's database (opened,
         # repaired, listed for the hidden sidebar) and the tool servers (started, listed), each
-        # in a thread that would share the interpreter with the first frame's layout and render.
+        # in a thread that would share the interpreter with the first frame's layout and render;
+        # /compare's controller; the widgets hidden at start.
         self.call_after_refresh(self._after_first_frame)
 
-    def _after_first_frame(self) -> None:
+    async def _after_first_frame(self) -> None:
         # The chat's start paused the collector until now (run_tui); else, already on.
         gc.enable()
-        # Built now, unless something asked for it already.
-        self._build_comparisons()
         self.chats.list_history()
         self.tool_rounds.list_tools()
+        # Built now, unless something asked for it already.
+        self._build_comparisons()
+        await self._mount_hidden()
+
+    async def _mount_hidden(self) -> None:
+        """The widgets hidden until their keys (Ctrl+B, F12, F2), mounted in their places: the
+        list left of the chat, the lens under it, the panel on the right. Then the keys and
+        pastes that came before are handled, in their order, as if they came now: F2 typed
+        ahead opens the panel (it is there)."""
+        body, main = self.query_one("#body"), self.query_one("#main")
+        mounts = (
+            body.mount(self._sidebar, before="#main"),
+            main.mount(self._lens_view, after="#chat"),
+            body.mount(self._panel),
+        )
+        for mounted in mounts:
+            await mounted
+        early, self._early_input = self._early_input, None
+        for event in early or ():
+            await self.on_event(event)
 
     def on_unmount(self) -> None:
         """Quitting: the reply in progress stops (saved as stopped) and a running tool call is
@@ -392,8 +426,13 @@ class VibechatApp(
     async def on_event(self, event: events.Event) -> None:
         """A key or a paste the terminal sent goes where the user was typing first
         (``key_routing.py``: typing on the list, the chat or the panel goes to the input;
-        under a question, it types where they were typing)."""
+        under a question, it types where they were typing); one sent before the hidden widgets
+        are mounted, once they are."""
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            if self._early_input is not None:
+                # Before the hidden widgets are mounted (``_mount_hidden``): handled then.
+                self._early_input.append(event)
+                return
             if not self.key_router.hand_on(event):
                 return
         await super().on_event(event)
