@@ -21,14 +21,15 @@ Outside text (model names, server errors, titles, paths) is never read as markup
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
 notifications are handled by the base, ``OutsideTextApp``.
 
-What the first frame does not draw waits for it (``_after_first_frame``;
-tests/app/test_startup.py), so that the first frame lays out, styles and imports only what it
-shows. The widgets hidden at start (the conversation list, the token lens, the parameter panel)
-are made with the app and mounted right after the first frame: the controllers set them as ever
-before that and each shows what it was given once mounted, and the keys and pastes that come
-before wait for them, handled in their order then (``_mount_hidden``). ``/compare``'s
-controller (``Comparisons``, with its workers, side tools and the pair engine) is built then too,
-or on first use if a key or a prompt asks for it before (the ``comparisons`` property). The slash
+What the first frame does not draw waits for it (tests/app/test_startup.py), so that the first
+frame lays out, styles and imports only what it shows. The history and the tool servers start
+once it is drawn (``_after_first_frame``); the rest once it is complete, its footer's keys drawn
+(``_mount_hidden``, on the footer's ``KeysShown``): the widgets hidden at start (the
+conversation list, the token lens, the parameter panel), made with the app, are mounted then
+(the controllers set them as ever before that, and each shows what it was given once mounted;
+the keys and pastes that come before wait for them, handled in their order then), and
+``/compare``'s controller (``Comparisons``, with its workers, side tools and the pair engine) is
+built then, or on first use if a key or a prompt asks for it before (``comparisons``). The slash
 commands' table (``slash_commands.py``) is imported by the first slash command; the palette's
 lists and the dialogs, when first opened (``bound_keys.py``, ``actions.py``). Imports inside
 functions here are those, deliberate.
@@ -99,6 +100,9 @@ if TYPE_CHECKING:
 
 # Seconds: the footer shows the Stop key this long after a reply starts (``_state_changed``).
 FOOTER_DELAY_S = 0.25
+# Seconds: what the first frame does not draw is mounted once the footer's keys are drawn, or
+# this long after the first frame's first refresh at the latest (``_after_first_frame``).
+HIDDEN_WAIT_S = 0.5
 
 
 class VibechatApp(
@@ -170,7 +174,7 @@ class VibechatApp(
         # The real chat's signal handling (terminal.py).
         self._signal_exit = SignalExit(self) if exit_on_signals else None
         self.state = ChatState(self)
-        # Hidden at start, mounted after the first frame (``_after_first_frame``): the conversation
+        # Hidden at start, mounted after the first frame (``_mount_hidden``): the conversation
         # list, the token lens and the sampling parameters' panel. Set as ever before that (they
         # show what they were given once mounted).
         self._sidebar = ConversationSidebar(id="sidebar")
@@ -179,6 +183,7 @@ class VibechatApp(
         # Keys and pastes that come until then wait for them (None: mounted). A list that only
         # grows for as long as the first frame takes to draw.
         self._early_input: list[events.Event] | None = []
+        self._hidden_mounting = False
         self.replies = Replies(self)
         self.model_loads = ModelLoads(self)
         self.queued = QueuedPrompts(self)
@@ -247,7 +252,7 @@ class VibechatApp(
         return self._build_comparisons()
 
     def _build_comparisons(self) -> Comparisons:
-        """``/compare``'s controller, built once: by ``_after_first_frame``, or by whatever asks
+        """``/compare``'s controller, built once: by ``_mount_hidden``, or by whatever asks
         for it first (a key, a prompt, a slash command), and its messages routed from then on.
         None of them comes before: each is sent by a comparison it started, or by its view."""
         if self._comparisons is None:
@@ -326,21 +331,29 @@ class VibechatApp(
         # /compare's controller; the widgets hidden at start.
         self.call_after_refresh(self._after_first_frame)
 
-    async def _after_first_frame(self) -> None:
+    def _after_first_frame(self) -> None:
         # The chat's start paused the collector until now (run_tui); else, already on.
         gc.enable()
         self.chats.list_history()
         self.tool_rounds.list_tools()
-        # Built now, unless something asked for it already.
-        self._build_comparisons()
-        await self._mount_hidden()
+        # The footer's keys come a few refreshes later: the rest waits for them (``KeysShown``),
+        # or, where they do not come (a terminal without the focus), for this long.
+        self.set_timer(HIDDEN_WAIT_S, self._mount_hidden)
 
+    @on(KeysFooter.KeysShown)
     async def _mount_hidden(self) -> None:
-        """The widgets hidden until their keys (Ctrl+B, F12, F2), mounted in their places: the
-        list left of the chat, the lens under it, the panel on the right. Then the keys and
-        pastes that came before are handled, in their order, as if they came now: F2 typed
-        ahead opens the panel (it is there)."""
-        body, main = self.query_one("#body"), self.query_one("#main")
+        """Once the first frame is complete (its footer's keys drawn): /compare's controller
+        built, unless something asked for it already, and the widgets hidden until their keys
+        (Ctrl+B, F12, F2) mounted in their places: the list left of the chat, the lens under
+        it, the panel on the right. Then the keys and pastes that came before are handled, in
+        their order, as if they came now: F2 typed ahead opens the panel (it is there)."""
+        # Once; not while the app closes (the timer's, after the footer's keys).
+        if self._hidden_mounting or not self.is_running or self.closing:
+            return
+        self._hidden_mounting = True
+        self._build_comparisons()
+        screen = self.default_screen
+        body, main = screen.query_one("#body"), screen.query_one("#main")
         mounts = (
             body.mount(self._sidebar, before="#main"),
             main.mount(self._lens_view, after="#chat"),

@@ -224,7 +224,10 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
             self._show_params()
 
     def on_mount(self) -> None:
-        """What the app set before the panel was mounted, shown now."""
+        """What the app set before the panel was mounted, shown now (unless it composed nothing:
+        mounted as the app closes)."""
+        if not self.children:
+            return
         self._show_params()
         if self._model is not None:
             self._show_model(self._model)

@@ -294,7 +294,10 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
             self._rebuild()
 
     def on_mount(self) -> None:
-        """Mounted after the app's first frame: what it was given before, shown now."""
+        """Mounted after the app's first frame: what it was given before, shown now (unless it
+        composed nothing: mounted as the app closes)."""
+        if not self.children:
+            return
         if self._focus_on_mount:
             self._focus_on_mount = False
             self._focus_list()

@@ -242,8 +242,9 @@ class TokenLens(Vertical, can_focus=True):
             self._draw()
 
     def on_mount(self) -> None:
-        """A reply shown before the lens was mounted, drawn now."""
-        if self.has_class("-open"):
+        """A reply shown before the lens was mounted, drawn now (unless it composed nothing:
+        mounted as the app closes)."""
+        if self.has_class("-open") and self.children:
             self._draw()
             self.focus()
 
