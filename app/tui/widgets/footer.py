@@ -42,14 +42,14 @@ class KeysFooter(Footer):
         # How many key widgets a change mounted and removed, in all (the bench reports them).
         self.mounted = 0
         self.removed = 0
+        # ``KeysShown`` was posted.
+        self._told_shown = False
 
     class KeysShown(Message):
         """The first keys are drawn (posted once, after the refresh that draws them)."""
 
     def compose(self):  # type: ignore[no-untyped-def]  # Footer's own signature
         if self._bindings_ready:
-            if self._shown is None:
-                self.call_after_refresh(self.post_message, self.KeysShown())
             self._shown = self._keys()
             self.rebuilds += 1
         yield from super().compose()
@@ -93,6 +93,10 @@ class KeysFooter(Footer):
                 await awaiting
             if gone:
                 await self.remove_children(gone)
+        if not self._told_shown and self.query_children(FooterKey):
+            # Mounted: the next refresh draws them.
+            self._told_shown = True
+            self.call_after_refresh(self.post_message, self.KeysShown())
 
     def _mount_at(self, widgets: list[Widget], old: list[Widget], index: int) -> AwaitMount:
         """Mount ``widgets`` where ``old[index]`` is (before it), or after the last key."""
