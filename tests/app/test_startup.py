@@ -588,3 +588,214 @@ def test_no_garbage_collection_runs_between_textuals_import_and_the_first_frame(
         "collections before the first frame: 0",
         "collector on after it: True",
     ]
+
+
+# What the first frame does not draw, imported after it: /compare's controller and its parts
+# (built once the first frame is drawn), the slash commands' table (by the first slash command),
+# the palette's lists and the compare dialog (when first opened).
+AFTER_FIRST_FRAME = (
+    "vibechat.app.tui.controllers.comparisons",
+    "vibechat.app.tui.controllers.compare_work",
+    "vibechat.app.tui.controllers.compare_tools",
+    "vibechat.app.compare_plan",
+    "vibechat.engine.chat.pairs",
+)
+ON_FIRST_USE = (
+    "vibechat.app.tui.controllers.slash_commands",
+    "vibechat.app.tui.shell.palette",
+    "vibechat.app.tui.screens.compare_setup",
+)
+
+# `vibechat` as the console script runs it, on a terminal: which of those modules it has
+# imported when its first frame is written, how many modules in all (for the record), then once
+# the frame is drawn; then a slash command, the palette and the compare dialog used.
+DEFERRED_PROBE = textwrap.dedent("""
+    import sys
+
+    report, model, after, used = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
+    import vibechat.app.tui as tui
+
+    make_app = tui.create_app
+
+    def write(line):
+        with open(report, "a") as out:
+            out.write(line + "\\n")
+
+    def present(names):
+        return [name for name in names if name in sys.modules]
+
+    def create_app(*args, **kwargs):
+        app = make_app(*args, **kwargs)
+        display = type(app)._display
+        seen = {"first": True}
+
+        def first_display(self, screen, renderable):
+            display(self, screen, renderable)
+            if seen["first"]:
+                seen["first"] = False
+                write(f"at the first frame: {present(after + used)}")
+                vibechat = [name for name in sys.modules if name.startswith("vibechat")]
+                write(f"(modules: {len(sys.modules)}, vibechat: {len(vibechat)})")
+                self.set_timer(0.2, drawn)
+
+        def drawn():
+            write(f"after it: {present(after + used)}")
+            from vibechat.app.tui.widgets.prompt_input import PromptInput
+
+            app.prompt_input.post_message(PromptInput.Submitted("/compare off"))
+            app.action_command_palette()
+            app.action_compare_setup()
+            app.set_timer(0.2, closing)
+
+        def closing():
+            write(f"used: {present(used)}")
+            app.exit()
+
+        type(app)._display = first_display
+        return app
+
+    tui.create_app = create_app
+    sys.argv = ["vibechat", "--no-save", "--model", model]
+    from vibechat.app.commands.cli import main
+    main()
+""")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
+def test_what_the_first_frame_does_not_draw_is_imported_after_it(tmp_path):
+    """The chat's first frame imports none of /compare's controller and its parts, the slash
+    commands' table, the palette's lists or the compare dialog; the controller is built once the
+    frame is drawn, the rest when first used (a slash command, the palette, the dialog)."""
+    import pty
+
+    from ggufgen import write_gguf
+
+    model = write_gguf(tmp_path / "tiny.gguf")
+    report = tmp_path / "report.txt"
+    parent, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                DEFERRED_PROBE,
+                str(report),
+                str(model),
+                " ".join(AFTER_FIRST_FRAME),
+                " ".join(ON_FIRST_USE),
+            ],
+            stdin=child,
+            stdout=child,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(child)
+        os.close(parent)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    lines = report.read_text().splitlines()
+    assert lines[0] == "at the first frame: []", lines
+    assert lines[2] == f"after it: {list(AFTER_FIRST_FRAME)}", lines
+    assert lines[3] == f"used: {list(ON_FIRST_USE)}", lines
+
+
+async def test_a_compare_asked_for_before_the_first_frame_is_armed_not_lost(monkeypatch):
+    """/compare's controller is built once the first frame is drawn; a /compare that comes
+    before (typed ahead: here, as the screen mounts) builds it then and arms the next prompt,
+    and the frame-after work keeps that controller, armed, rather than making another."""
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.controllers.comparisons import Comparisons
+    from vibechat.app.tui.shell.app import VibechatApp
+    from vibechat.app.tui.widgets.prompt_input import PromptInput
+
+    built: list[str] = []
+    frames: list[int] = []
+    typed: list[str] = []
+    mount, after, make = VibechatApp.on_mount, VibechatApp._after_first_frame, Comparisons.__init__
+
+    async def mounted(app):
+        mount(app)
+        typed.append("/compare")
+        await app._on_submit(PromptInput.Submitted("/compare temperature=1.5"))
+
+    def first_frame_done(app):
+        frames.append(1)
+        return after(app)
+
+    def made(controller, host):
+        if not typed:
+            built.append("with the app")
+        else:
+            built.append("by the /compare" if not frames else "after the first frame")
+        make(controller, host)
+
+    monkeypatch.setattr(VibechatApp, "on_mount", mounted)
+    monkeypatch.setattr(VibechatApp, "_after_first_frame", first_frame_done)
+    monkeypatch.setattr(Comparisons, "__init__", made)
+    app = create_app(RecordingBackend(), save=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: frames, "the first frame")
+        await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+        assert built == ["by the /compare"]
+        assert app.comparisons.armed is not None
+        assert "1.5" in app.state.compare, app.state.compare
+
+
+async def test_the_hidden_panels_are_mounted_after_the_first_frame_with_what_came_before(
+    monkeypatch,
+):
+    """The conversation list, the token lens and the parameter panel are hidden at start: the
+    first frame is drawn without them, up to the frame that draws the footer's keys, and they
+    are mounted right after it, in their places. What came before (here, as the screen mounts:
+    a /set, then F2, h and i typed ahead, the model's load) is not lost: the keys wait for the
+    panel and come in their order once it is there: the panel opens, "hi" is in the input, and
+    the panel shows the new temperature and the loaded model's GPU layers."""
+    from textual import events
+    from textual.widgets import Static
+
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.shell.app import VibechatApp
+    from vibechat.app.tui.widgets.footer import KeysFooter
+    from vibechat.app.tui.widgets.param_panel import ParamPanel
+    from vibechat.app.tui.widgets.prompt_input import PromptInput
+    from vibechat.app.tui.widgets.slider import Slider
+
+    hidden = "#sidebar, #lens, #params"
+    typed: list[float] = []
+    # Each frame's hidden widgets, up to the first that draws the footer's keys.
+    at_first_frame: list[list[str]] = []
+    display, mount = VibechatApp._display, VibechatApp.on_mount
+
+    def first_display(app, screen, renderable):
+        if not at_first_frame or app.query_one(KeysFooter).rebuilds == 0:
+            at_first_frame.append([str(w.id) for w in app.query(hidden)])
+        display(app, screen, renderable)
+
+    async def mounted(app):
+        mount(app)
+        await app._on_submit(PromptInput.Submitted("/set temperature 1.5"))
+        typed.append(app.conversation.params.temperature)
+        for key, character in (("f2", None), ("h", "h"), ("i", "i")):
+            app.post_message(events.Key(key, character))
+
+    monkeypatch.setattr(VibechatApp, "_display", first_display)
+    monkeypatch.setattr(VibechatApp, "on_mount", mounted)
+    app = create_app(RecordingBackend(), save=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        panel = lambda: app.query(ParamPanel)  # noqa: E731
+        await wait_for(pilot, lambda: panel() and panel().first().is_mounted, "the panel")
+        await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+        await pilot.pause()
+        assert at_first_frame and all(shown == [] for shown in at_first_frame), at_first_frame
+        assert [w.id for w in app.query_one("#body").children] == ["sidebar", "main", "params"]
+        assert [w.id for w in app.query_one("#main").children] == ["chat", "lens", "tray", "input"]
+        await wait_for(pilot, lambda: app.prompt_input.text == "hi", "the keys typed ahead")
+        assert app.panel.has_class("-visible")
+        assert typed == [1.5]
+        assert app.query_one("#slider-temperature", Slider).value == 1.5
+        hint = app.query_one("#gpu-hint", Static)
+        assert str(hint.content) and str(hint.content) != "Waiting for the model.", hint.content

@@ -6,8 +6,8 @@ classes are mixins of ``VibechatApp`` (``app_face.py`` says what they use of it)
 action stays the app's method while each group lives together. Which actions may run at a given
 moment is ``BoundKeys.check_action``'s (``bound_keys.py``).
 
-Imports inside functions are deliberate: the help and preset dialogs load when first opened, not
-before the chat's first frame (tests/app/test_startup.py).
+Imports inside functions are deliberate: the help, preset and compare dialogs load when first
+opened, not before the chat's first frame (tests/app/test_startup.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from textual.widget import Widget
 from vibechat.engine.settings.params import SamplingParams
 
 from ..conversation.messages import ChatMessageWidget
-from ..screens.compare_setup import CompareSetupScreen
 from ..widgets.config_bar import ConfigBar
 from . import config_ui
 from .app_face import AppFace
@@ -67,6 +66,8 @@ class ReplyActions(AppFace):
     def action_compare_setup(self) -> None:
         """The palette's "Compare the next prompt…": a small dialog asks for ``/compare``'s words,
         starting from the last comparison's; Enter arms it as ``/compare SPEC`` does."""
+        from ..screens.compare_setup import CompareSetupScreen
+
         last = self.comparisons.last
         self.push_screen(
             CompareSetupScreen(last.text if last is not None else ""), self._compare_spec

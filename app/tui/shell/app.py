@@ -20,6 +20,19 @@ parameters' changes and nudge keys (``param_changes.py``), the config file
 Outside text (model names, server errors, titles, paths) is never read as markup:
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
 notifications are handled by the base, ``OutsideTextApp``.
+
+What the first frame does not draw waits for it (tests/app/test_startup.py), so that the first
+frame lays out, styles and imports only what it shows. The history and the tool servers start
+once it is drawn (``_after_first_frame``); the rest once it is complete, its footer's keys drawn
+(``_mount_hidden``, on the footer's ``KeysShown``): the widgets hidden at start (the
+conversation list, the token lens, the parameter panel), made with the app, are mounted then
+(the controllers set them as ever before that, and each shows what it was given once mounted;
+the keys and pastes that come before wait for them, handled in their order then), and
+``/compare``'s controller (``Comparisons``, with its workers, side tools and the pair engine) is
+built then, or on first use if a key or a prompt asks for it before (``comparisons``). The slash
+commands' table (``slash_commands.py``) is imported by the first slash command; the palette's
+lists and the dialogs, when first opened (``bound_keys.py``, ``actions.py``). Imports inside
+functions here are those, deliberate.
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ from __future__ import annotations
 import gc
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events, on
 from textual.app import ComposeResult
@@ -47,11 +60,9 @@ from ... import slash
 from ...appconfig import chat_settings, load_app_config
 from ...terminal import SignalExit
 from ..chat_state import ChatState
-from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
 from ..controllers.branches import Branches
 from ..controllers.compactions import Compactions
-from ..controllers.comparisons import Comparisons
 from ..controllers.conversations import Conversations, OverSaved
 from ..controllers.copies import Copies
 from ..controllers.lens import Lens
@@ -84,8 +95,14 @@ from .param_changes import ParamChanges
 from .side_panels import SidePanels
 from .theme_choice import ThemeChoice
 
+if TYPE_CHECKING:
+    from ..controllers.comparisons import Comparisons
+
 # Seconds: the footer shows the Stop key this long after a reply starts (``_state_changed``).
 FOOTER_DELAY_S = 0.25
+# Seconds: what the first frame does not draw is mounted once the footer's keys are drawn, or
+# this long after the first frame's first refresh at the latest (``_after_first_frame``).
+HIDDEN_WAIT_S = 0.5
 
 
 class VibechatApp(
@@ -157,6 +174,16 @@ class VibechatApp(
         # The real chat's signal handling (terminal.py).
         self._signal_exit = SignalExit(self) if exit_on_signals else None
         self.state = ChatState(self)
+        # Hidden at start, mounted after the first frame (``_mount_hidden``): the conversation
+        # list, the token lens and the sampling parameters' panel. Set as ever before that (they
+        # show what they were given once mounted).
+        self._sidebar = ConversationSidebar(id="sidebar")
+        self._lens_view = TokenLens(self.conversation.params, id="lens")
+        self._panel = ParamPanel(self.conversation.params, id="params")
+        # Keys and pastes that come until then wait for them (None: mounted). A list that only
+        # grows for as long as the first frame takes to draw.
+        self._early_input: list[events.Event] | None = []
+        self._hidden_mounting = False
         self.replies = Replies(self)
         self.model_loads = ModelLoads(self)
         self.queued = QueuedPrompts(self)
@@ -172,9 +199,9 @@ class VibechatApp(
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
         self.copies = Copies(self)
-        self.lens = Lens(self, lambda: self.query_one(TokenLens))
-        # /compare: two replies side by side.
-        self.comparisons = Comparisons(self)
+        self.lens = Lens(self, lambda: self._lens_view)
+        # /compare: two replies side by side (built after the first frame: ``comparisons``).
+        self._comparisons: Comparisons | None = None
         self.param_changes = ParamChanges(
             self, self.session, lambda: self.panel, self.state, self.lens.show_params
         )
@@ -196,7 +223,6 @@ class VibechatApp(
             **self.key_router.handlers(),
             **self.lens.handlers(),
             **self.paths.handlers(),
-            **self.comparisons.handlers(),
         }
         self._register_themes()
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
@@ -209,18 +235,32 @@ class VibechatApp(
         # The config's problems, until fixed or hidden.
         yield ConfigBar(id="config-bar")
         with Horizontal(id="body"):
-            yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
-                # The token lens on a reply, in the chat's place while it is open (F12).
-                yield TokenLens(self.conversation.params, id="lens")
+                # The token lens on a reply goes here, in the chat's place while it is open
+                # (F12; mounted after the first frame).
                 # What the next prompt carries (hidden while nothing).
                 yield AttachmentTray(id="tray")
                 yield PromptInput(self.state, id="input", blink=self.blink)
-            yield ParamPanel(self.conversation.params, id="params")
         # A child of the screen itself: ``closing`` looks there.
         yield StatusBar(self.state, id="status")
         yield KeysFooter()
+
+    @property
+    def comparisons(self) -> Comparisons:
+        """``/compare``'s controller (built after the first frame, or on first use)."""
+        return self._build_comparisons()
+
+    def _build_comparisons(self) -> Comparisons:
+        """``/compare``'s controller, built once: by ``_mount_hidden``, or by whatever asks
+        for it first (a key, a prompt, a slash command), and its messages routed from then on.
+        None of them comes before: each is sent by a comparison it started, or by its view."""
+        if self._comparisons is None:
+            from ..controllers.comparisons import Comparisons
+
+            self._comparisons = Comparisons(self)
+            self.routes.update(self._comparisons.handlers())
+        return self._comparisons
 
     @property
     def backend(self) -> Backend:
@@ -257,11 +297,14 @@ class VibechatApp(
 
     @property
     def panel(self) -> ParamPanel:
-        return self.query_one(ParamPanel)
+        """The parameter panel: set (``params``, ``show_model``) as ever, also before it is
+        mounted after the first frame; it shows what it was given once it is."""
+        return self._panel
 
     @property
     def sidebar(self) -> ConversationSidebar:
-        return self.query_one(ConversationSidebar)
+        """The conversation list (set as ever before it is mounted after the first frame)."""
+        return self._sidebar
 
     def on_load(self) -> None:
         """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q
@@ -284,7 +327,8 @@ class VibechatApp(
         self.model_loads.load()
         # What the first frame does not draw waits for it: the history's database (opened,
         # repaired, listed for the hidden sidebar) and the tool servers (started, listed), each
-        # in a thread that would share the interpreter with the first frame's layout and render.
+        # in a thread that would share the interpreter with the first frame's layout and render;
+        # /compare's controller; the widgets hidden at start.
         self.call_after_refresh(self._after_first_frame)
 
     def _after_first_frame(self) -> None:
@@ -292,6 +336,34 @@ class VibechatApp(
         gc.enable()
         self.chats.list_history()
         self.tool_rounds.list_tools()
+        # The footer's keys come a few refreshes later: the rest waits for them (``KeysShown``),
+        # or, where they do not come (a terminal without the focus), for this long.
+        self.set_timer(HIDDEN_WAIT_S, self._mount_hidden)
+
+    @on(KeysFooter.KeysShown)
+    async def _mount_hidden(self) -> None:
+        """Once the first frame is complete (its footer's keys drawn): /compare's controller
+        built, unless something asked for it already, and the widgets hidden until their keys
+        (Ctrl+B, F12, F2) mounted in their places: the list left of the chat, the lens under
+        it, the panel on the right. Then the keys and pastes that came before are handled, in
+        their order, as if they came now: F2 typed ahead opens the panel (it is there)."""
+        # Once; not while the app closes (the timer's, after the footer's keys).
+        if self._hidden_mounting or not self.is_running or self.closing:
+            return
+        self._hidden_mounting = True
+        self._build_comparisons()
+        screen = self.default_screen
+        body, main = screen.query_one("#body"), screen.query_one("#main")
+        mounts = (
+            body.mount(self._sidebar, before="#main"),
+            main.mount(self._lens_view, after="#chat"),
+            body.mount(self._panel),
+        )
+        for mounted in mounts:
+            await mounted
+        early, self._early_input = self._early_input, None
+        for event in early or ():
+            await self.on_event(event)
 
     def on_unmount(self) -> None:
         """Quitting: the reply in progress stops (saved as stopped) and a running tool call is
@@ -300,7 +372,8 @@ class VibechatApp(
         ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
         for a model with slow steps is not waited for)."""
         # A comparison's side B keeps what it wrote (side A is the session's reply).
-        self.comparisons.abandon()
+        if self._comparisons is not None:
+            self._comparisons.abandon()
         self.session.abandon()
         self.tool_rounds.abandon()
         quit_engine = getattr(self.session.backend, "quit", None)
@@ -333,6 +406,8 @@ class VibechatApp(
     async def _on_submit(self, message: PromptInput.Submitted) -> None:
         command = slash.parse(message.text)
         if command is not None:
+            from ..controllers import slash_commands
+
             await slash_commands.run(self, command)
         else:
             await self.replies.send(slash.unescape(message.text))
@@ -364,8 +439,13 @@ class VibechatApp(
     async def on_event(self, event: events.Event) -> None:
         """A key or a paste the terminal sent goes where the user was typing first
         (``key_routing.py``: typing on the list, the chat or the panel goes to the input;
-        under a question, it types where they were typing)."""
+        under a question, it types where they were typing); one sent before the hidden widgets
+        are mounted, once they are."""
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            if self._early_input is not None:
+                # Before the hidden widgets are mounted (``_mount_hidden``): handled then.
+                self._early_input.append(event)
+                return
             if not self.key_router.hand_on(event):
                 return
         await super().on_event(event)

@@ -57,7 +57,9 @@ if TYPE_CHECKING:
         attachments: Attachments
         tool_rounds: ToolRounds
         lens: Lens
-        comparisons: Comparisons
+
+        @property
+        def comparisons(self) -> Comparisons: ...
 
         @property
         def conversation(self) -> Conversation: ...

@@ -4,6 +4,10 @@ show of them (``palette.py`` makes the lists; the bindings are declared in ``bin
 
 ``BoundKeys`` is a mixin of ``VibechatApp`` (``app_face.py``): Textual asks the app itself
 ``check_action`` and ``get_system_commands``.
+
+Imports inside functions are deliberate: the palette's and help's lists (``palette.py``, which
+names the widgets its commands act on: the parameter panel, the lens, the tray...) load when the
+palette or help first opens, not before the chat's first frame (tests/app/test_startup.py).
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from textual.screen import Screen
 
 from ...appconfig import chat_settings
 from ..widgets.welcome import key_shown
-from . import palette
 from .app_face import AppFace
 
 
@@ -59,10 +62,14 @@ class BoundKeys(AppFace):
         return [b for b in self.BINDINGS if isinstance(b, Binding)]
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        from . import palette
+
         return palette.help_sections(self._bindings_list(), self.key_for)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands (but its Theme: F4's is the same picker), then one per action."""
+        from . import palette
+
         for command in super().get_system_commands(screen):
             if command.callback != self.action_change_theme:
                 yield command

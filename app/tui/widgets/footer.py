@@ -11,6 +11,10 @@ this footer compares what it would show with what it shows and rebuilds only on 
 When the keys do change (Stop appearing 0.25 s into a reply, gone when it ends), only the keys
 that changed are mounted or removed, in place; the others stay the widgets they were, so the
 frame lays out and paints just those (issue 42, round four).
+
+Its first keys come a few refreshes after the screen's first frame (Textual's ``Footer`` builds
+them on the screen's first bindings refresh); once they are drawn it posts ``KeysShown``: the
+chat's first frame the user can type into is complete, and the app mounts then what it hid.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Hashable
 from difflib import SequenceMatcher
 
 from textual.compose import compose
+from textual.message import Message
 from textual.screen import Screen
 from textual.widget import AwaitMount, Widget
 from textual.widgets import Footer
@@ -37,6 +42,11 @@ class KeysFooter(Footer):
         # How many key widgets a change mounted and removed, in all (the bench reports them).
         self.mounted = 0
         self.removed = 0
+        # ``KeysShown`` was posted.
+        self._told_shown = False
+
+    class KeysShown(Message):
+        """The first keys are drawn (posted once, after the refresh that draws them)."""
 
     def compose(self):  # type: ignore[no-untyped-def]  # Footer's own signature
         if self._bindings_ready:
@@ -83,6 +93,10 @@ class KeysFooter(Footer):
                 await awaiting
             if gone:
                 await self.remove_children(gone)
+        if not self._told_shown and self.query_children(FooterKey):
+            # Mounted: the next refresh draws them.
+            self._told_shown = True
+            self.call_after_refresh(self.post_message, self.KeysShown())
 
     def _mount_at(self, widgets: list[Widget], old: list[Widget], index: int) -> AwaitMount:
         """Mount ``widgets`` where ``old[index]`` is (before it), or after the last key."""

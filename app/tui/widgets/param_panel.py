@@ -1,10 +1,12 @@
 """The parameter panel: one slider per sampling parameter, the thinking switch (auto, on,
 off), and the GPU layers of the loaded model.
 
-Attributes down: the app sets ``params`` and calls ``show_model``; messages up: the
-panel posts ``ParamPanel.Changed`` with the new ``SamplingParams`` whenever a sampling
-slider or the thinking switch moves, and ``ParamPanel.GpuLayersChanged`` when the GPU layers
-slider does (the app reloads the model, or explains why it cannot).
+Attributes down: the app sets ``params`` and calls ``show_model``, also before the panel is
+mounted (the app mounts it after its first frame: it is hidden at start), and the panel shows
+them once it is; messages up: the panel posts ``ParamPanel.Changed`` with the new
+``SamplingParams`` whenever a sampling slider or the thinking switch moves, and
+``ParamPanel.GpuLayersChanged`` when the GPU layers slider does (the app reloads the model, or
+explains why it cannot).
 
 The panel acts on no letter: Delete resets the focused control, Shift+Delete all of them, and
 what is typed while it has the focus goes on to the input (``type_through``), so a word typed
@@ -181,6 +183,10 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
     def __init__(self, params: SamplingParams, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._params = params
+        # The loaded model (``show_model``); None until one is.
+        self._model: ModelInfo | None = None
+        # ``focus_first`` asked before the sliders were there.
+        self._focus_on_mount = False
 
     def compose(self) -> ComposeResult:
         yield Static("Parameters", classes="panel--title")
@@ -211,8 +217,26 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
 
     @params.setter
     def params(self, params: SamplingParams) -> None:
-        """Show ``params`` (from /set, shortcuts, a loaded conversation) without echoing back."""
+        """Show ``params`` (from /set, shortcuts, a loaded conversation) without echoing back;
+        before the panel is mounted, kept until it is (``on_mount``)."""
         self._params = params
+        if self.is_mounted:
+            self._show_params()
+
+    def on_mount(self) -> None:
+        """What the app set before the panel was mounted, shown now (unless it composed nothing:
+        mounted as the app closes)."""
+        if not self.children:
+            return
+        self._show_params()
+        if self._model is not None:
+            self._show_model(self._model)
+        if self._focus_on_mount:
+            self._focus_on_mount = False
+            self.query(Slider).first().focus()
+
+    def _show_params(self) -> None:
+        params = self._params
         for slider in self._sampling_sliders():
             value = getattr(params, slider.spec.name)
             slider.set_value(
@@ -232,7 +256,13 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
     def show_model(self, info: ModelInfo) -> None:
         """The GPU layers slider follows the loaded model: its layer count, what is offloaded.
         Where it cannot work (a CPU-only llama.cpp build, a server), it is disabled and its
-        hint line says why (the rebuild command is in its tooltip and in ``vibechat --version``)."""
+        hint line says why (the rebuild command is in its tooltip and in ``vibechat --version``).
+        Before the panel is mounted, kept until it is (``on_mount``)."""
+        self._model = info
+        if self.is_mounted:
+            self._show_model(info)
+
+    def _show_model(self, info: ModelInfo) -> None:
         slider = self.query_one(f"#slider-{GPU_LAYERS}", Slider)
         slider.spec = gpu_layers_spec(info)
         slider.set_value(info.gpu_layers, announce=False)
@@ -262,7 +292,10 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
         self.query_one(Choice).action_reset()
 
     def focus_first(self) -> None:
-        self.query(Slider).first().focus()
+        """The first slider takes the focus (once mounted, if asked before)."""
+        self._focus_on_mount = not self.is_mounted
+        if self.is_mounted:
+            self.query(Slider).first().focus()
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """Keep the focused slider in sight: at 80×24 the panel is taller than the screen."""

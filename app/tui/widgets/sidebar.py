@@ -15,7 +15,9 @@ when it is opened. Each entry is two lines whatever its title (cut with "…"), 
 the list knows its height without measuring a thousand titles, and an entry's text
 is made the first time it is drawn: only what scrolls into view costs anything.
 Attributes down (``show``, ``upsert``, ``forget``, ``current``), messages up
-(``Open``, ``Request``: rename, delete, export; ``Typed``): the app does the work.
+(``Open``, ``Request``: rename, delete, export; ``Typed``): the app does the work. The app mounts
+the sidebar after its first frame (it is hidden at start); what it is given before waits there
+as it waits while the sidebar is hidden, and a ``focus_list`` until it is mounted.
 The sidebar keeps every summary (``summaries``) and shows those its filter lets through
 (``shown``): switching filters reads nothing.
 Titles and model names come from outside (the user's and the model's words, a GGUF's
@@ -185,6 +187,8 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
         self.summaries: list[ConversationSummary] = []
         # The list waits to be shown to be brought up to date (``_rebuild``).
         self._stale = False
+        # ``focus_list`` asked before the list was mounted.
+        self._focus_on_mount = False
 
     def compose(self) -> ComposeResult:
         yield Static(
@@ -215,7 +219,7 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
     def upsert(self, summary: ConversationSummary) -> None:
         """A conversation was created or changed: it moves to the top. The usual case, the
         open conversation saved again while already on top, redraws that entry only."""
-        if self.summaries and self.summaries[0].id == summary.id:
+        if self.summaries and self.summaries[0].id == summary.id and self.is_mounted:
             self.summaries[0] = summary
             options = self.options
             if options.option_count and options.get_option_at_index(0).id == str(summary.id):
@@ -242,10 +246,14 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
         """The list, from the summaries. While the sidebar is hidden it waits until shown
         (``on_show``, ``focus_list``): a new conversation moves to the top as its first prompt is
         saved, and rebuilding a list of a thousand conversations then cost the frame that shows
-        the prompt ~10 ms, unseen (docs/PERFORMANCE.md, "Speed on slow CPUs")."""
-        if not self.has_class("-visible"):
+        the prompt ~10 ms, unseen (docs/PERFORMANCE.md, "Speed on slow CPUs"). Before the
+        sidebar is mounted, it waits too (``on_mount``)."""
+        if not self.has_class("-visible") or not self.is_mounted:
             self._stale = True
             return
+        self._draw_list()
+
+    def _draw_list(self) -> None:
         self._stale = False
         options = self.options
         highlighted = (
@@ -285,10 +293,27 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
         if self._stale:
             self._rebuild()
 
+    def on_mount(self) -> None:
+        """Mounted after the app's first frame: what it was given before, shown now (unless it
+        composed nothing: mounted as the app closes)."""
+        if not self.children:
+            return
+        if self._focus_on_mount:
+            self._focus_on_mount = False
+            self._focus_list()
+        elif self._stale and self.has_class("-visible"):
+            self._draw_list()
+
     def focus_list(self) -> None:
-        """Focus the list, on the open conversation (else the newest)."""
+        """Focus the list, on the open conversation (else the newest); once it is mounted, if
+        asked before."""
+        self._focus_on_mount = not self.is_mounted
+        if self.is_mounted:
+            self._focus_list()
+
+    def _focus_list(self) -> None:
         if self._stale:
-            self._rebuild()
+            self._draw_list()
         ids = [s.id for s in self.shown]
         if ids:
             self.options.highlighted = ids.index(self.current) if self.current in ids else 0

@@ -5,11 +5,12 @@ they are now) with the lines where the chain's stages cut them.
 
 It is not a dialog: it takes the chat's place on the main screen, so the parameter panel (F2)
 and the nudge keys still move the sliders while it is open; the app sets the conversation's
-parameters on it (``params``) and the cut lines move at once. Keys, all of them on the keyboard:
-← → a token, ↑ ↓ a line (in the candidates: a candidate), Home / End, Tab between the text and
-the candidates, Enter on a candidate other than the chosen one takes that path (``PathChosen``),
-``e`` types a replacement, Esc goes back (from the candidates to the text, from the text out:
-``Closed``).
+parameters on it (``params``) and the cut lines move at once. The app mounts it after its
+first frame (hidden at start); a reply shown before that is drawn once it is. Keys, all of them
+on the keyboard: ← → a token, ↑ ↓ a line (in the candidates: a candidate), Home / End, Tab
+between the text and the candidates, Enter on a candidate other than the chosen one takes that
+path (``PathChosen``), ``e`` types a replacement, Esc goes back (from the candidates to the text,
+from the text out: ``Closed``).
 
 Every token's text is escaped by the engine (``Candidate.text``) and shown as text through
 ``outside``, never as markup. Colours come from the theme (component classes), never fixed.
@@ -213,7 +214,7 @@ class TokenLens(Vertical, can_focus=True):
     @params.setter
     def params(self, params: SamplingParams) -> None:
         self._params = params
-        if self.has_class("-open"):
+        if self.has_class("-open") and self.is_mounted:
             self._draw_panel()
 
     def show(
@@ -235,8 +236,17 @@ class TokenLens(Vertical, can_focus=True):
         self._laid = None
         self._top = 0
         self.add_class("-open")
-        self._end_typing(focus=False)
-        self._draw()
+        # Else drawn once mounted (``on_mount``: the app mounts the lens after its first frame).
+        if self.is_mounted:
+            self._end_typing(focus=False)
+            self._draw()
+
+    def on_mount(self) -> None:
+        """A reply shown before the lens was mounted, drawn now (unless it composed nothing:
+        mounted as the app closes)."""
+        if self.has_class("-open") and self.children:
+            self._draw()
+            self.focus()
 
     def close(self) -> None:
         """Hidden (the steps go: a reply's own are kept with it)."""

@@ -27,7 +27,9 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
 SIZE = (110, 36)
-CONTROLLERS = ("replies", "model_loads", "queued", "models", "chats", "branches")
+# ``comparisons`` is built after the first frame, or on first use (here): its messages, posted
+# only by the comparisons it runs, are routed from then on.
+CONTROLLERS = ("replies", "model_loads", "queued", "models", "chats", "branches", "comparisons")
 
 
 class HeldLoad(RecordingBackend):

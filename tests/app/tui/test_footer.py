@@ -81,3 +81,35 @@ async def test_stop_appearing_mounts_only_its_key_and_keeps_the_others():
         after = list(footer.children)
         assert [key for key in after if not any(key is old for old in during)] == []
         assert after == before  # Stop's key removed, the others untouched
+
+
+async def test_the_footer_says_once_when_its_first_keys_are_drawn(monkeypatch):
+    """Its first keys come a few refreshes after the screen's first frame; once a frame has
+    drawn them the footer posts ``KeysShown``, once (the app mounts what it hid at start then,
+    not in the frames before)."""
+    from vibechat.app.tui.shell.app import VibechatApp
+
+    frames: list[bool] = []  # each frame: whether the footer had its keys
+    told: list[int] = []  # how many frames were drawn when KeysShown was posted
+    display, post = VibechatApp._display, KeysFooter.post_message
+
+    def counted(app, screen, renderable):
+        frames.append(bool(app.screen.query("FooterKey")))
+        display(app, screen, renderable)
+
+    def posted(footer, message):
+        if isinstance(message, KeysFooter.KeysShown):
+            told.append(len(frames))
+        return post(footer, message)
+
+    monkeypatch.setattr(VibechatApp, "_display", counted)
+    monkeypatch.setattr(KeysFooter, "post_message", posted)
+    app = create_app(RecordingBackend(), blink=False, save=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: told, "KeysShown")
+        await settle(pilot)
+        app.refresh_bindings()
+        await settle(pilot)
+        assert app.panel.is_mounted
+    assert len(told) == 1, told
+    assert not frames[0] and True in frames[: told[0]], frames
