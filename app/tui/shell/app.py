@@ -31,8 +31,10 @@ the keys and pastes that come before wait for them, handled in their order then)
 ``/compare``'s controller (``Comparisons``, with its workers, side tools and the pair engine) is
 built then, or on first use if a key or a prompt asks for it before (``comparisons``). The slash
 commands' table (``slash_commands.py``) is imported by the first slash command; the palette's
-lists and the dialogs, when first opened (``bound_keys.py``, ``actions.py``). Imports inside
-functions here are those, deliberate.
+lists and the dialogs, when first opened (``bound_keys.py``, ``actions.py``).
+
+Imports inside functions are deliberate: ``/compare``'s controller and the slash commands' table
+load after the first frame or on first use (above), not before the first frame.
 """
 
 from __future__ import annotations
