@@ -358,6 +358,24 @@ def test_the_chat_sets_textuals_frame_rate_before_textual_is_imported(given, exp
     assert f"Textual's frame rate: {expected}" in done.stdout, done.stdout
 
 
+# The end of a probe: `vibechat --no-save --model MODEL` as the console script runs it.
+RUN_ENTRY = """
+    sys.argv = ["vibechat", "--no-save", "--model", model]
+    from vibechat.app.commands.cli import main
+    main()
+"""
+
+# The end of a probe whose ``create_app`` wraps the app and draws through ``first_display``.
+WRAPPED_ENTRY = (
+    """
+        type(app)._display = first_display
+        return app
+
+    tui.create_app = create_app
+"""
+    + RUN_ENTRY
+)
+
 # `vibechat` as the console script runs it, on a terminal, on a model file whose header is valid:
 # where the engine process is started (its Popen, seen by an audit hook), whether Textual had
 # been imported by then. The probe ends there: nothing is loaded.
@@ -383,13 +401,12 @@ ENGINE_START_PROBE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
-def test_the_engine_process_starts_before_textual_is_imported(tmp_path):
-    """The chat starts its engine process first (engine/llama/worker_ahead.py), before it reads
-    its config, picks the model or imports Textual (or Rich, for the help pages' escapes): the
-    process's own start and then the model's load run on another core while the chat imports
-    Textual and draws its first frame. It was started by a thread once the model was picked, as
-    Textual's import began."""
+def probe_in_pty(
+    probe: str, tmp_path: Path, *args: str, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run ``probe`` (a script that starts the real entry on a tiny GGUF) in a new interpreter
+    on a pseudo-terminal, with its report file, the model and ``args`` as its arguments: what
+    it did, and the report file it wrote."""
     import pty
 
     from ggufgen import write_gguf
@@ -399,15 +416,26 @@ def test_the_engine_process_starts_before_textual_is_imported(tmp_path):
     parent, child = pty.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-c", ENGINE_START_PROBE, str(report), str(model)],
+            [sys.executable, "-c", probe, str(report), str(model), *args],
             stdin=child,
             stdout=child,
             stderr=subprocess.PIPE,
-            timeout=60,
+            timeout=timeout,
         )
     finally:
         os.close(child)
         os.close(parent)
+    return done, report
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
+def test_the_engine_process_starts_before_textual_is_imported(tmp_path):
+    """The chat starts its engine process first (engine/llama/worker_ahead.py), before it reads
+    its config, picks the model or imports Textual (or Rich, for the help pages' escapes): the
+    process's own start and then the model's load run on another core while the chat imports
+    Textual and draws its first frame. It was started by a thread once the model was picked, as
+    Textual's import began."""
+    done, report = probe_in_pty(ENGINE_START_PROBE, tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     assert report.read_text().splitlines() == [
         "textual imported: False",
@@ -511,7 +539,8 @@ async def test_the_markdown_warm_up_waits_for_the_frame_that_says_ready(monkeypa
 # `vibechat` as the console script runs it, on a terminal: the garbage collections Python ran
 # from Textual's import to the chat's first frame, then whether the collector is on again once
 # the first frame is drawn.
-GC_PROBE = textwrap.dedent("""
+GC_PROBE = textwrap.dedent(
+    """
     import gc
     import sys
 
@@ -549,14 +578,9 @@ GC_PROBE = textwrap.dedent("""
                 out.write(f"collector on after it: {gc.isenabled()}\\n")
             app.exit()
 
-        type(app)._display = first_display
-        return app
-
-    tui.create_app = create_app
-    sys.argv = ["vibechat", "--no-save", "--model", model]
-    from vibechat.app.commands.cli import main
-    main()
-""")
+"""
+    + WRAPPED_ENTRY
+)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
@@ -565,24 +589,7 @@ def test_no_garbage_collection_runs_between_textuals_import_and_the_first_frame(
     that live as long as the chat; Python scanned them in ~150 collections (one of them full)
     before the first frame, ~10 % of its CPU. The collector waits for the first frame (run_tui),
     and is on again once it is drawn."""
-    import pty
-
-    from ggufgen import write_gguf
-
-    model = write_gguf(tmp_path / "tiny.gguf")
-    report = tmp_path / "report.txt"
-    parent, child = pty.openpty()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", GC_PROBE, str(report), str(model)],
-            stdin=child,
-            stdout=child,
-            stderr=subprocess.PIPE,
-            timeout=120,
-        )
-    finally:
-        os.close(child)
-        os.close(parent)
+    done, report = probe_in_pty(GC_PROBE, tmp_path)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert report.read_text().splitlines() == [
         "collections before the first frame: 0",
@@ -609,7 +616,8 @@ ON_FIRST_USE = (
 # `vibechat` as the console script runs it, on a terminal: which of those modules it has
 # imported when its first frame is written, how many modules in all (for the record), then once
 # the frame is drawn; then a slash command, the palette and the compare dialog used.
-DEFERRED_PROBE = textwrap.dedent("""
+DEFERRED_PROBE = textwrap.dedent(
+    """
     import sys
 
     report, model, after, used = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
@@ -651,14 +659,9 @@ DEFERRED_PROBE = textwrap.dedent("""
             write(f"used: {present(used)}")
             app.exit()
 
-        type(app)._display = first_display
-        return app
-
-    tui.create_app = create_app
-    sys.argv = ["vibechat", "--no-save", "--model", model]
-    from vibechat.app.commands.cli import main
-    main()
-""")
+"""
+    + WRAPPED_ENTRY
+)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
@@ -666,32 +669,9 @@ def test_what_the_first_frame_does_not_draw_is_imported_after_it(tmp_path):
     """The chat's first frame imports none of /compare's controller and its parts, the slash
     commands' table, the palette's lists or the compare dialog; the controller is built once the
     frame is drawn, the rest when first used (a slash command, the palette, the dialog)."""
-    import pty
-
-    from ggufgen import write_gguf
-
-    model = write_gguf(tmp_path / "tiny.gguf")
-    report = tmp_path / "report.txt"
-    parent, child = pty.openpty()
-    try:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                DEFERRED_PROBE,
-                str(report),
-                str(model),
-                " ".join(AFTER_FIRST_FRAME),
-                " ".join(ON_FIRST_USE),
-            ],
-            stdin=child,
-            stdout=child,
-            stderr=subprocess.PIPE,
-            timeout=120,
-        )
-    finally:
-        os.close(child)
-        os.close(parent)
+    done, report = probe_in_pty(
+        DEFERRED_PROBE, tmp_path, " ".join(AFTER_FIRST_FRAME), " ".join(ON_FIRST_USE)
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     lines = report.read_text().splitlines()
     assert lines[0] == "at the first frame: []", lines
