@@ -50,6 +50,21 @@ def _count_fixed_costs() -> None:
 _count_fixed_costs()
 
 
+def _hang_ups_end_processes() -> None:
+    """A suite started under ``nohup`` ignores SIGHUP, and every process it starts inherits
+    that: the chat rightly keeps ignoring a hang-up its starter chose to ignore (app/terminal.py),
+    so the tests that hang up on it would wait for an end that never comes. This process, each
+    xdist worker, and so every process the tests start, takes SIGHUP as from a terminal."""
+    import signal
+
+    hangup = getattr(signal, "SIGHUP", None)
+    if hangup is not None and signal.getsignal(hangup) is signal.SIG_IGN:
+        signal.signal(hangup, signal.SIG_DFL)
+
+
+_hang_ups_end_processes()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile vibechat's own modules once, before any test starts a ``vibechat`` process.
     An installed package has its bytecode written at install time; this editable checkout has
