@@ -179,11 +179,16 @@ def test_a_bad_attachment_is_one_line_and_nothing_is_sent(stub, tmp_path):
     assert chat_bodies(stub) == []
 
 
+def json_against_plain(stub, a_extra: str = ""):
+    """``run --compare`` on the stub: side A asks for JSON (and ``a_extra``), side B plain."""
+    a = f"base-url={stub.url},model=stub-small,temperature=0,format=json{a_extra}"
+    b = f"base-url={stub.url},model=stub-small,temperature=1"
+    return vibechat("run", "--compare", a, b, "-p", "Is it?", "--json", "--no-save")
+
+
 def test_a_sides_own_format_asks_json_of_that_side_only(stub):
     stub.reply = '{"answer": "yes"}'
-    a = f"base-url={stub.url},model=stub-small,temperature=0,format=json"
-    b = f"base-url={stub.url},model=stub-small,temperature=1"
-    out = vibechat("run", "--compare", a, b, "-p", "Is it?", "--json", "--no-save")
+    out = json_against_plain(stub)
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     assert obj["a"]["structured_output"] == "complete"
@@ -196,9 +201,7 @@ def test_a_sides_own_format_asks_json_of_that_side_only(stub):
 def test_a_structured_reply_cut_short_exits_3_as_run_does(stub):
     # The stub cuts its reply at max_tokens words (finish_reason "length").
     stub.reply = '{"answer": "yes, it is, as far as I know"}'
-    a = f"base-url={stub.url},model=stub-small,temperature=0,format=json,max_tokens=2"
-    b = f"base-url={stub.url},model=stub-small,temperature=1"
-    out = vibechat("run", "--compare", a, b, "-p", "Is it?", "--json", "--no-save")
+    out = json_against_plain(stub, ",max_tokens=2")
     assert out.returncode == 3, out.stderr
     (line,) = out.stderr.splitlines()
     assert line.startswith("vibechat: side A: the reply hit the 2-token limit"), line

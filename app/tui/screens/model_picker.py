@@ -42,7 +42,7 @@ from vibechat.engine.turns.backend import ModelInfo
 
 from ...progress import human_size
 from ..laid_out import LaidOut
-from ..outside import block, cell, line, one_line
+from ..outside import ELLIPSIS, block, cell, line, one_line
 from ..widgets.path_complete import GGUFPathSuggester
 from . import dialog
 
@@ -339,4 +339,4 @@ def fit_id(model_id: str, room: int) -> str:
     if len(model_id) <= room:
         return model_id
     head = (room - 1) // 2
-    return model_id[:head] + "…" + model_id[len(model_id) - (room - 1 - head) :]
+    return model_id[:head] + ELLIPSIS + model_id[len(model_id) - (room - 1 - head) :]

@@ -371,7 +371,7 @@ async def test_an_image_attached_to_the_prompt_goes_to_both_sides_of_the_pair(tm
 async def test_the_palettes_compare_dialog_arms_the_next_prompt(tmp_path: Path):
     """Ctrl+P "Compare the next prompt…": a small dialog takes side B's settings, Enter arms them
     as /compare does, and the next prompt is answered twice; Esc arms nothing."""
-    from test_tui_config import palette_highlights
+    from test_tui_config import run_from_palette
     from vibechat.app.tui.screens.compare_setup import CompareSetupScreen
 
     backend = PairedFake()
@@ -380,14 +380,7 @@ async def test_the_palettes_compare_dialog_arms_the_next_prompt(tmp_path: Path):
         await settle(pilot)
 
         async def open_dialog() -> None:
-            await pilot.press("ctrl+p")
-            await pilot.press(*"compare the next")
-            await wait_for(
-                pilot,
-                lambda: palette_highlights(app, "Compare the next prompt"),
-                "the palette to find the command",
-            )
-            await pilot.press("enter")
+            await run_from_palette(pilot, "Compare the next prompt")
             await wait_for(
                 pilot,
                 lambda: (

@@ -19,6 +19,14 @@ from vibechat.engine.settings.params import SamplingParams
 pytestmark = pytest.mark.model
 
 
+def starter_chat(backend, tmp_path: Path, max_tokens: int):
+    """The chat on the starter, a saved history, greedy-ish settings with a seed: the app and
+    its history."""
+    history = History(tmp_path / "history.db")
+    params = SamplingParams(temperature=0.2, max_tokens=max_tokens, seed=11)
+    return create_app(backend, params=params, blink=False, history=history), history
+
+
 async def compared(pilot, spec: str) -> CompareView:
     """The model ready, ``/compare SPEC`` armed and a question sent: the comparison's view."""
     await pilot.app.workers.wait_for_complete()
@@ -30,9 +38,7 @@ async def compared(pilot, spec: str) -> CompareView:
 
 
 async def test_two_temperatures_on_the_starter_then_pick_b(backend, tmp_path: Path):
-    history = History(tmp_path / "history.db")
-    params = SamplingParams(temperature=0.2, max_tokens=16, seed=11)
-    app = create_app(backend, params=params, blink=False, history=history)
+    app, history = starter_chat(backend, tmp_path, max_tokens=16)
     async with app.run_test(size=(120, 36)) as pilot:
         view = await compared(pilot, "temperature=1.2")
         a, b = view.replies
@@ -68,9 +74,7 @@ async def test_a_thinking_budget_beyond_the_context_on_side_b_is_its_line_and_a_
 ):
     """The engine refuses a pair whose side's thinking budget is beyond the model's context:
     side B's column says so in one line, and side A answers alone, saved as the reply."""
-    history = History(tmp_path / "history.db")
-    params = SamplingParams(temperature=0.2, max_tokens=8, seed=11)
-    app = create_app(backend, params=params, blink=False, history=history)
+    app, history = starter_chat(backend, tmp_path, max_tokens=8)
     async with app.run_test(size=(120, 36)) as pilot:
         view = await compared(pilot, "think_budget=900000")
         a, b = view.replies

@@ -36,6 +36,15 @@ async def test_a_refresh_that_changes_no_key_keeps_the_footer_as_it_is():
         assert list(app.screen.query("FooterKey")) == keys  # the same widgets, never remounted
 
 
+async def send_until_stop_shows(pilot) -> None:
+    """A prompt sent to a gated backend, until Stop (Esc) is in the footer while it streams."""
+    pilot.app.prompt_input.load_text("hello")
+    await pilot.press("enter")
+    await wait_for(
+        pilot, lambda: "escape" in shown(pilot.app), "Stop in the footer while the reply streams"
+    )
+
+
 async def test_a_key_that_appears_rebuilds_the_footer():
     backend = RecordingBackend(reply="a reply")
     backend.gate = threading.Event()
@@ -45,11 +54,7 @@ async def test_a_key_that_appears_rebuilds_the_footer():
         footer = app.query_one(KeysFooter)
         built = footer.rebuilds
         assert "escape" not in shown(app)
-        app.prompt_input.load_text("hello")
-        await pilot.press("enter")
-        await wait_for(
-            pilot, lambda: "escape" in shown(app), "Stop in the footer while the reply streams"
-        )
+        await send_until_stop_shows(pilot)
         assert footer.rebuilds > built
         backend.gate.set()
         await wait_for(pilot, lambda: "escape" not in shown(app), "Stop gone once the reply ended")
@@ -65,11 +70,7 @@ async def test_stop_appearing_mounts_only_its_key_and_keeps_the_others():
         await settle(pilot)
         footer = app.query_one(KeysFooter)
         before = list(footer.children)
-        app.prompt_input.load_text("hello")
-        await pilot.press("enter")
-        await wait_for(
-            pilot, lambda: "escape" in shown(app), "Stop in the footer while the reply streams"
-        )
+        await send_until_stop_shows(pilot)
         during = list(footer.children)
         mounted = [key for key in during if not any(key is old for old in before)]
         kept = [old for old in before if any(old is key for key in during)]

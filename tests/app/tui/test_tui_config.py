@@ -235,18 +235,22 @@ def palette_highlights(app, text: str) -> bool:
     return text.lower() in str(commands.get_option_at_index(commands.highlighted).prompt).lower()
 
 
+async def run_from_palette(pilot, command: str) -> None:
+    """Open the command palette, type ``command`` and run it once the palette highlights it
+    (it searches in a worker)."""
+    await pilot.press("ctrl+p")
+    await pilot.press(*command.lower())
+    await wait_for(
+        pilot, lambda: palette_highlights(pilot.app, command), "the palette to find the command"
+    )
+    await pilot.press("enter")
+
+
 async def test_save_as_default_from_the_palette_creates_a_documented_file(fake_backend):
     app = create_app(fake_backend, params=SamplingParams(top_k=12, seed=5), blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+p")
-        await pilot.press(*"save parameters as default")
-        await wait_for(
-            pilot,
-            lambda: palette_highlights(app, "Save parameters as default"),
-            "the palette to find the command",
-        )  # it searches in a worker
-        await pilot.press("enter")
+        await run_from_palette(pilot, "Save parameters as default")
         await settle(pilot)
     text = config_path().read_text()
     assert text.startswith("# vibechat configuration")
