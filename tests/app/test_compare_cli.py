@@ -237,13 +237,16 @@ def test_a_prompts_file_runs_every_line_through_both_sides(stub, tmp_path):
     assert "drop temperature" in results[3]["error"] and "a" not in results[3]
 
 
+# Two sides on the starter that differ by their temperature (B with its own seed).
+TWO_TEMPERATURES = ("temperature=0,max_tokens=8", "temperature=1.0,seed=3,max_tokens=8")
+
+
 @pytest.mark.model
 def test_the_same_local_model_answers_both_sides_at_once(starter_installed):
     out = vibechat(
         "run",
         "--compare",
-        "temperature=0,max_tokens=8",
-        "temperature=1.0,seed=3,max_tokens=8",
+        *TWO_TEMPERATURES,
         "-p",
         "What is the capital of France?",
         "--json",
@@ -374,8 +377,7 @@ def test_run_continue_after_a_compare_restores_side_as_snapshot(starter_installe
     out = vibechat(
         "run",
         "--compare",
-        "temperature=0,max_tokens=8",
-        "temperature=1.0,seed=3,max_tokens=8",
+        *TWO_TEMPERATURES,
         "-p",
         STORY + "Who founded Rome?",
         "--json",

@@ -36,6 +36,13 @@ async def test_a_refresh_that_changes_no_key_keeps_the_footer_as_it_is():
         assert list(app.screen.query("FooterKey")) == keys  # the same widgets, never remounted
 
 
+def gated_app():
+    """The chat on a backend whose reply waits at its gate: the app and the backend."""
+    backend = RecordingBackend(reply="a reply")
+    backend.gate = threading.Event()
+    return create_app(backend, blink=False, save=False), backend
+
+
 async def send_until_stop_shows(pilot) -> None:
     """A prompt sent to a gated backend, until Stop (Esc) is in the footer while it streams."""
     pilot.app.prompt_input.load_text("hello")
@@ -46,9 +53,7 @@ async def send_until_stop_shows(pilot) -> None:
 
 
 async def test_a_key_that_appears_rebuilds_the_footer():
-    backend = RecordingBackend(reply="a reply")
-    backend.gate = threading.Event()
-    app = create_app(backend, blink=False, save=False)
+    app, backend = gated_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         footer = app.query_one(KeysFooter)
@@ -63,9 +68,7 @@ async def test_a_key_that_appears_rebuilds_the_footer():
 async def test_stop_appearing_mounts_only_its_key_and_keeps_the_others():
     """Stop appearing 0.25 s into a reply mounts one key, in its place, and removes none: the
     keys shown before are the same widgets after, so the frame lays out only the new one."""
-    backend = RecordingBackend(reply="a reply")
-    backend.gate = threading.Event()
-    app = create_app(backend, blink=False, save=False)
+    app, backend = gated_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         footer = app.query_one(KeysFooter)
